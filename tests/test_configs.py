@@ -1,0 +1,136 @@
+"""Every shipped YAML composes and its objects instantiate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+import lightning as L
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+from zoo.entry.builders import build_callbacks, build_loggers, build_model_config
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def compose_train(tmp_path: Path, overrides: list[str], config_name: str = "train"):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        cfg.paths.root_dir = str(CONF.parent)
+        cfg.paths.output_dir = str(tmp_path)
+    return cfg
+
+
+def test_every_group_has_options():
+    for group in ("model", "data", "trainer", "logger", "callbacks", "paths", "hydra", "experiment", "debug"):
+        assert options(group), f"conf/{group} is empty"
+
+
+@pytest.mark.parametrize("model", options("model"))
+def test_model_configs_build_task(model, tmp_path):
+    """Each model config picks its own data; model and task instantiate with the data's vocabulary."""
+    cfg = compose_train(tmp_path, [f"model={model}"])
+    datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
+    net_cfg = build_model_config(cfg.model.net, datamodule)
+    assert net_cfg.vocab_size == datamodule.vocab_size
+    if model == "gpt2":
+        with_meta = hydra.utils.instantiate(net_cfg)  # 124M: built once, fine on CPU
+        assert with_meta.num_parameters() == 124_439_808 - (50257 - datamodule.vocab_size) * 768 - (1024 - 128) * 768
+    net = hydra.utils.instantiate(net_cfg)
+    task = hydra.utils.instantiate(cfg.model, net=net, tokenizer=datamodule.tokenizer)
+    assert isinstance(task, L.LightningModule)
+    assert task.configure_optimizers()["lr_scheduler"]["interval"] == "step"
+
+
+def test_model_default_data_can_be_overridden(tmp_path):
+    assert compose_train(tmp_path, ["model=gpt"]).data.tokenizer == "char"
+    assert compose_train(tmp_path, ["model=gpt2"]).data.tokenizer == "bpe"
+    assert compose_train(tmp_path, ["model=gpt2", "data=shakespeare_char"]).data.tokenizer == "char"
+
+
+@pytest.mark.parametrize("data", options("data"))
+def test_data_configs(data, tmp_path):
+    overrides = [f"data={data}"]
+    if data == "text_files":
+        text = tmp_path / "t.txt"
+        text.write_text("hello world, this is my own text.\n" * 200)
+        overrides.append(f"data.text_files=[{text}]")
+    cfg = compose_train(tmp_path, overrides)
+    dm = hydra.utils.instantiate(cfg.data, _convert_="all")
+    dm.setup("fit")
+    x, y = next(iter(dm.train_dataloader()))
+    assert x.shape == (cfg.data.batch_size, cfg.data.block_size)
+
+
+@pytest.mark.parametrize("trainer", options("trainer"))
+def test_trainer_configs(trainer, tmp_path):
+    cfg = compose_train(tmp_path, [f"trainer={trainer}"])
+    if cfg.trainer.accelerator == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            assert cfg.trainer.devices in (1, -1)
+            pytest.skip("GPU trainer configs instantiate only where a GPU is present")
+    assert isinstance(hydra.utils.instantiate(cfg.trainer, logger=False), L.Trainer)
+
+
+@pytest.mark.parametrize("logger", options("logger"))
+def test_logger_configs(logger, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose_train(tmp_path, [f"logger={logger}"])
+    loggers = build_loggers(cfg.get("logger"))
+    expected = {"csv": 1, "tensorboard": 1, "wandb": 1, "many_loggers": 2, "none": 0}[logger]
+    assert len(loggers) == expected
+
+
+@pytest.mark.parametrize("callbacks", options("callbacks"))
+def test_callback_configs(callbacks, tmp_path):
+    cfg = compose_train(tmp_path, [f"callbacks={callbacks}"])
+    assert len(build_callbacks(cfg.get("callbacks"))) == (4 if callbacks == "default" else 0)
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_experiment_configs(experiment, tmp_path):
+    cfg = compose_train(tmp_path, [f"experiment={experiment}"])
+    assert cfg.task_name == experiment
+    datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
+    net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule))
+    hydra.utils.instantiate(cfg.model, net=net, tokenizer=datamodule.tokenizer)
+    hydra.utils.instantiate(cfg.trainer, logger=False)
+
+
+def test_gpt_shakespeare_char_is_nanogpts_recipe(tmp_path):
+    cfg = compose_train(tmp_path, ["experiment=gpt_shakespeare_char"])
+    net = hydra.utils.instantiate(build_model_config(cfg.model.net, hydra.utils.instantiate(cfg.data)))
+    c = net.config
+    assert (c.n_layer, c.n_head, c.n_embd, c.block_size, c.dropout) == (4, 4, 128, 64, 0.0)
+    assert cfg.data.batch_size == 12 and cfg.trainer.max_steps == 2000
+    assert cfg.model.optimizer.lr == 1e-3 and list(cfg.model.optimizer.betas) == [0.9, 0.99]
+    assert cfg.model.weight_decay == 0.1 and cfg.trainer.gradient_clip_val == 1.0
+    assert cfg.model.scheduler.warmup_steps == 100 and cfg.model.scheduler.max_steps == 2000
+    assert cfg.model.scheduler.min_lr_ratio == pytest.approx(0.1)
+    assert cfg.trainer.val_check_interval == 250 and cfg.trainer.limit_val_batches == 20
+
+
+@pytest.mark.parametrize("debug", options("debug"))
+def test_debug_configs(debug, tmp_path):
+    cfg = compose_train(tmp_path, [f"debug={debug}"])
+    trainer = hydra.utils.instantiate(cfg.trainer, logger=False)
+    assert trainer.max_steps == 20 or trainer.fast_dev_run
+
+
+def test_eval_config_composes(tmp_path):
+    cfg = compose_train(tmp_path, ["ckpt_path=x.ckpt"], config_name="eval")
+    assert cfg.split == "test" and cfg.get("data") is None
+    hydra.utils.instantiate(cfg.trainer, logger=False)

@@ -1,0 +1,17 @@
+"""Train a zoo model: python train.py model=gpt [overrides...]  (see conf/train.yaml)."""
+
+import hydra
+from omegaconf import DictConfig
+
+from zoo.entry.errors import one_line_errors
+from zoo.entry.train import train
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+@one_line_errors
+def main(cfg: DictConfig) -> float | None:
+    return train(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The shared core: every model in `zoo.models` is built from these pieces and nothing else.
+
+This package imports nothing else of zoo.
+"""
+
+from .attention import ATTENTION_IMPLS, MultiHeadAttention
+from .block import Block, BlockStack
+from .embeddings import (
+    LearnedPositionEmbedding,
+    PatchEmbedding,
+    SegmentEmbedding,
+    SinusoidalPositionEmbedding,
+    TokenEmbedding,
+)
+from .feedforward import ACTIVATIONS, FeedForward
+from .init import init_transformer_weights, scale_residual_projections
+from .kv_cache import KVCache, LayerCache
+from .masks import build_attention_mask
+from .norms import NORMS, make_norm
+from .sampling import filter_logits, sample_next_token
+
+__all__ = [
+    "ACTIVATIONS",
+    "ATTENTION_IMPLS",
+    "NORMS",
+    "Block",
+    "BlockStack",
+    "FeedForward",
+    "KVCache",
+    "LayerCache",
+    "LearnedPositionEmbedding",
+    "MultiHeadAttention",
+    "PatchEmbedding",
+    "SegmentEmbedding",
+    "SinusoidalPositionEmbedding",
+    "TokenEmbedding",
+    "build_attention_mask",
+    "filter_logits",
+    "init_transformer_weights",
+    "make_norm",
+    "sample_next_token",
+    "scale_residual_projections",
+]

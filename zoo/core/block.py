@@ -1,0 +1,119 @@
+"""The Transformer block (self-attention, optional cross-attention, feed-forward) and a stack of them."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .feedforward import FeedForward
+from .kv_cache import KVCache
+from .norms import make_norm
+
+
+class Block(nn.Module):
+    """One layer. `norm_first=False` is post-LN (2017 paper, BERT): x = norm(x + sublayer(x)).
+    `norm_first=True` is pre-LN (GPT-2, ViT): x = x + sublayer(norm(x))."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        *,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        ff_inner_dropout: float = 0.0,
+        activation: str = "gelu",
+        norm_first: bool = True,
+        norm: str = "layernorm",
+        ff_inner_norm: str | None = None,
+        norm_eps: float = 1e-5,
+        cross_attention: bool = False,
+        bias: bool = True,
+        attn_impl: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=attn_dropout, bias=bias, impl=attn_impl)
+        self.norm1 = make_norm(norm, d_model, eps=norm_eps, bias=bias)
+        self.cross_attn = None
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(
+                d_model, n_heads, dropout=attn_dropout, bias=bias, cross=True, impl=attn_impl
+            )
+            self.norm_cross = make_norm(norm, d_model, eps=norm_eps, bias=bias)
+        self.ff = FeedForward(
+            d_model,
+            d_ff,
+            activation=activation,
+            dropout=dropout,
+            inner_dropout=ff_inner_dropout,
+            bias=bias,
+            inner_norm=ff_inner_norm,
+        )
+        self.norm2 = make_norm(norm, d_model, eps=norm_eps, bias=bias)
+        self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        context: torch.Tensor | None = None,
+        context_mask: torch.Tensor | None = None,
+        cache=None,
+    ) -> torch.Tensor:
+        def self_attn(h):
+            return self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache))
+
+        def cross_attn(h):
+            return self.dropout(self.cross_attn(h, context, mask=context_mask, cache=cache))
+
+        if self.norm_first:
+            x = x + self_attn(self.norm1(x))
+            if self.cross_attn is not None:
+                x = x + cross_attn(self.norm_cross(x))
+            return x + self.ff(self.norm2(x))
+        x = self.norm1(x + self_attn(x))
+        if self.cross_attn is not None:
+            x = self.norm_cross(x + cross_attn(x))
+        return self.norm2(x + self.ff(x))
+
+
+class BlockStack(nn.Module):
+    """`n_layers` identical blocks, with an optional final norm (pre-LN stacks need one after the last block)."""
+
+    def __init__(self, n_layers: int, d_model: int, *, final_norm: bool, **block_kwargs) -> None:
+        super().__init__()
+        if n_layers <= 0:
+            raise ValueError(f"n_layers must be positive, got {n_layers}")
+        self.layers = nn.ModuleList(Block(d_model, **block_kwargs) for _ in range(n_layers))
+        self.final_norm = (
+            make_norm(block_kwargs.get("norm", "layernorm"), d_model, eps=block_kwargs.get("norm_eps", 1e-5),
+                      bias=block_kwargs.get("bias", True))
+            if final_norm
+            else None
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        context: torch.Tensor | None = None,
+        context_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(
+                x,
+                mask=mask,
+                is_causal=is_causal,
+                context=context,
+                context_mask=context_mask,
+                cache=None if cache is None else cache.layers[i],
+            )
+        return x if self.final_norm is None else self.final_norm(x)

@@ -1,0 +1,178 @@
+"""Language-model DataModule: text -> tokenizer -> token memmaps (cached) -> windows of block_size tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+from torch.utils.data import DataLoader
+
+from .sources import default_data_dir, resolve_dataset
+from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
+from .windows import DisjointWindows, RandomWindows
+
+TOKENIZERS = ("char", "bpe")
+
+
+class LanguageModelDataModule(L.LightningDataModule):
+    """Causal-LM data.
+
+    The text is a named dataset (`dataset="tinyshakespeare"`) or the user's own `text_files`. Without
+    `val_files`, the concatenated text is split by position: the first (1 - val_fraction) for training, the
+    rest for validation (nanoGPT's 90/10). The test split is the validation split evaluated in full.
+
+    `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
+    """
+
+    def __init__(
+        self,
+        dataset: str | None = "tinyshakespeare",
+        text_files: list[str] | None = None,
+        val_files: list[str] | None = None,
+        tokenizer: str = "char",
+        bpe_vocab_size: int = 2048,
+        block_size: int = 64,
+        batch_size: int = 12,
+        val_fraction: float = 0.1,
+        val_seed: int = 0,
+        num_workers: int = 0,
+        data_dir: str | None = None,
+        cache_dir: str | None = None,
+        download: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if tokenizer not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer '{tokenizer}'; choose one of {', '.join(TOKENIZERS)}")
+        if (dataset is None) == (text_files is None):
+            raise ValueError("give exactly one of data.dataset (a named dataset) or data.text_files (your own files)")
+        if val_files is not None and text_files is None:
+            raise ValueError("data.val_files needs data.text_files for the training text")
+        if not 0.0 < val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        if block_size <= 0 or batch_size <= 0:
+            raise ValueError(f"block_size ({block_size}) and batch_size ({batch_size}) must be positive")
+        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self._tokenizer = None
+        self._splits: dict[str, np.ndarray] = {}
+        self.per_device_batch_size = batch_size
+
+    # ---- text and cache ----------------------------------------------------------------------------
+    def _files(self) -> tuple[list[Path], list[Path] | None]:
+        hp = self.hparams
+        if hp.dataset is not None:
+            return resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download), None
+        train = [Path(p) for p in hp.text_files]
+        val = [Path(p) for p in hp.val_files] if hp.val_files else None
+        for path in train + (val or []):
+            if not path.is_file():
+                raise FileNotFoundError(f"text file not found: {path.resolve()}; check data.text_files / data.val_files")
+        return train, val
+
+    @staticmethod
+    def _read(paths: list[Path]) -> str:
+        return "\n".join(p.read_text(encoding="utf-8") for p in paths)
+
+    def _cache_key(self, train: list[Path], val: list[Path] | None) -> str:
+        hp = self.hparams
+        digest = hashlib.sha256()
+        for path in train + [Path("--val--")] + (val or []):
+            digest.update(path.name.encode())
+            if path.is_file():
+                digest.update(path.read_bytes())
+        digest.update(json.dumps([hp.tokenizer, hp.bpe_vocab_size, hp.val_fraction]).encode())
+        return digest.hexdigest()[:16]
+
+    def _cache_folder(self) -> Path:
+        train, val = self._files()
+        name = self.hparams.dataset or train[0].stem
+        return self.cache_dir / f"{name}-{self.hparams.tokenizer}-{self._cache_key(train, val)}"
+
+    def prepare_data(self) -> None:
+        """Train the tokenizer and encode the splits once; later runs reuse the cached files."""
+        folder = self._cache_folder()
+        if (folder / "meta.json").is_file():
+            return
+        train_files, val_files = self._files()
+        text = self._read(train_files)
+        if val_files is None:
+            cut = int(len(text) * (1 - self.hparams.val_fraction))
+            train_text, val_text = text[:cut], text[cut:]
+        else:
+            train_text, val_text = text, self._read(val_files)
+        if self.hparams.tokenizer == "char":
+            tokenizer = CharTokenizer.train(train_text + val_text)
+        else:
+            tokenizer = BPETokenizer.train(train_text, self.hparams.bpe_vocab_size)
+        dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.uint32
+        folder.mkdir(parents=True, exist_ok=True)
+        for split, split_text in (("train", train_text), ("val", val_text)):
+            ids = np.array(tokenizer.encode(split_text), dtype=dtype)
+            _atomic_write(folder / f"{split}.bin", ids.tobytes())
+        meta = {"dtype": np.dtype(dtype).name, "tokenizer": tokenizer.to_json()}
+        _atomic_write(folder / "meta.json", json.dumps(meta).encode())  # written last: marks the cache complete
+
+    def _load(self) -> None:
+        if self._tokenizer is not None:
+            return
+        self.prepare_data()
+        folder = self._cache_folder()
+        meta = json.loads((folder / "meta.json").read_text())
+        self._tokenizer = tokenizer_from_json(meta["tokenizer"])
+        for split in ("train", "val"):
+            self._splits[split] = np.memmap(folder / f"{split}.bin", dtype=meta["dtype"], mode="r")
+
+    @property
+    def tokenizer(self):
+        self._load()
+        return self._tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    # ---- Lightning hooks -----------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        self._load()
+        world, accumulate = 1, 1
+        if self.trainer is not None:
+            world, accumulate = self.trainer.world_size, self.trainer.accumulate_grad_batches
+        share = world * accumulate
+        if self.hparams.batch_size % share:
+            raise ValueError(
+                f"data.batch_size={self.hparams.batch_size} (the global batch) is not divisible by "
+                f"world_size {world} x accumulate_grad_batches {accumulate}; pick a multiple of {share}"
+            )
+        self.per_device_batch_size = self.hparams.batch_size // share
+
+    def _loader(self, dataset, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=self.per_device_batch_size,
+            shuffle=shuffle,
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+            drop_last=shuffle,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(RandomWindows(self._splits["train"], self.hparams.block_size), shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        windows = DisjointWindows(self._splits["val"], self.hparams.block_size, seed=self.hparams.val_seed)
+        return self._loader(windows, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(DisjointWindows(self._splits["val"], self.hparams.block_size), shuffle=False)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    # Concurrent processes (DDP ranks) may prepare the same cache; each writes a private file and renames it.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

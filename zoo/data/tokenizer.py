@@ -1,0 +1,93 @@
+"""Tokenizers for language modelling: characters, or a byte-level BPE trained with `tokenizers`.
+
+Both serialize to a JSON string that is stored in checkpoints, so sampling never depends on the data folder.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+EOS = "<|endoftext|>"
+
+
+class CharTokenizer:
+    """One id per distinct character of the training text (nanoGPT's shakespeare_char)."""
+
+    kind = "char"
+    eos_id = None
+
+    def __init__(self, chars: str) -> None:
+        self.chars = chars
+        self.index = {c: i for i, c in enumerate(chars)}
+
+    @classmethod
+    def train(cls, text: str) -> "CharTokenizer":
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        unknown = sorted({c for c in text if c not in self.index})
+        if unknown:
+            raise ValueError(
+                f"characters {''.join(unknown)!r} are not in the character vocabulary of this model "
+                f"({self.vocab_size} characters: {self.chars!r}); remove them from the text"
+            )
+        return [self.index[c] for c in text]
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[i] for i in ids)
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "chars": self.chars})
+
+
+class BPETokenizer:
+    """Byte-level BPE (GPT-2's scheme) trained with Hugging Face `tokenizers`; any text encodes."""
+
+    kind = "bpe"
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.eos_id = tokenizer.token_to_id(EOS)
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=[EOS],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        lines = text.splitlines(keepends=True)
+        tokenizer.train_from_iterator((lines[i : i + 1000] for i in range(0, len(lines), 1000)), trainer)
+        return cls(tokenizer)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text).ids
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "tokenizer": self.tokenizer.to_str()})
+
+
+def tokenizer_from_json(data: str):
+    spec = json.loads(data)
+    if spec.get("kind") == "char":
+        return CharTokenizer(spec["chars"])
+    if spec.get("kind") == "bpe":
+        return BPETokenizer(Tokenizer.from_str(spec["tokenizer"]))
+    raise ValueError(f"unknown tokenizer kind {spec.get('kind')!r}")

@@ -1,0 +1,1 @@
+"""What the top-level scripts (train.py, eval.py, generate.py) call. This floor may import all of zoo."""

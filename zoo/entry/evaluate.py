@@ -1,0 +1,38 @@
+"""Evaluate a checkpoint on the validation or test split of the data it was trained on."""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from zoo.data import tokenizer_from_json
+from zoo.entry.builders import build_loggers
+from zoo.tasks import load_model_from_checkpoint, read_checkpoint
+
+TASKS = {"causal_lm": "zoo.tasks.CausalLMTask"}
+SPLITS = ("val", "test")
+
+
+def evaluate(cfg: DictConfig) -> dict[str, float]:
+    if cfg.split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got '{cfg.split}'")
+    model, info = load_model_from_checkpoint(cfg.ckpt_path)
+    if info["task"] not in TASKS:
+        raise ValueError(f"{cfg.ckpt_path}: no evaluation for task '{info['task']}'")
+    checkpoint = read_checkpoint(cfg.ckpt_path)
+    # The data the checkpoint was trained on, unless the command line chose another (`data=...`).
+    data_cfg = cfg.get("data") or checkpoint.get("datamodule_hyper_parameters")
+    if not data_cfg:
+        raise ValueError(f"{cfg.ckpt_path} does not record its data; pass data=<config>")
+    if "_target_" not in data_cfg:
+        data_cfg = {"_target_": "zoo.data.LanguageModelDataModule", **data_cfg}
+    datamodule = hydra.utils.instantiate(data_cfg, _convert_="all")
+    tokenizer = tokenizer_from_json(info["tokenizer"]) if info.get("tokenizer") else None
+    if tokenizer is not None and tokenizer.to_json() != datamodule.tokenizer.to_json():
+        raise ValueError("the data's tokenizer differs from the one stored in the checkpoint; pass the training data")
+    task_cls = hydra.utils.get_class(TASKS[info["task"]])
+    task = task_cls(net=model, optimizer=None, tokenizer=tokenizer, num_samples=0)
+    trainer = hydra.utils.instantiate(cfg.trainer, logger=build_loggers(cfg.get("logger")), callbacks=[])
+    run = trainer.validate if cfg.split == "val" else trainer.test
+    results = run(task, datamodule=datamodule, verbose=True)
+    return {k: float(v) for k, v in results[0].items()}

@@ -1,0 +1,89 @@
+"""What every zoo model shares: a validated config dataclass, named presets and `from_preset`."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, ClassVar
+
+from torch import nn
+
+
+def _suggest(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class ZooModel(nn.Module):
+    """Base of the four models. Subclasses set `model_type`, `config_class` (a dataclass) and `presets`."""
+
+    model_type: ClassVar[str]
+    config_class: ClassVar[type]
+    presets: ClassVar[dict[str, dict[str, Any]]]
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        if not isinstance(config, self.config_class):
+            raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    @classmethod
+    def preset_names(cls) -> list[str]:
+        return list(cls.presets)
+
+    @classmethod
+    def make_config(cls, preset: str | None = None, **overrides):
+        """The config of a preset with some fields replaced; unknown presets and fields are errors."""
+        base: dict[str, Any] = {}
+        if preset is not None:
+            if preset not in cls.presets:
+                raise ValueError(
+                    f"unknown {cls.__name__} preset '{preset}'{_suggest(preset, cls.presets)}; "
+                    f"choose one of: {', '.join(cls.presets)}"
+                )
+            base = dict(cls.presets[preset])
+        fields = {f.name for f in dataclasses.fields(cls.config_class)}
+        for key in overrides:
+            if key not in fields:
+                raise ValueError(
+                    f"unknown {cls.__name__} option '{key}'{_suggest(key, fields)}; "
+                    f"valid options: {', '.join(sorted(fields))}"
+                )
+        base.update(overrides)
+        return cls.config_class(**base)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides):
+        """Build a model from a named preset, e.g. `GPT.from_preset("gpt2", dropout=0.1)`."""
+        return cls(cls.make_config(name, **overrides))
+
+    @classmethod
+    def from_config_dict(cls, config: dict[str, Any]):
+        return cls(cls.make_config(None, **config))
+
+    def config_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.config)
+
+    def num_parameters(self, *, exclude_position_embeddings: bool = False) -> int:
+        """Unique parameters (a tied output matrix counts once)."""
+        total = sum(p.numel() for p in self.parameters())
+        if exclude_position_embeddings:
+            total -= sum(m.weight.numel() for n, m in self.named_modules() if n.endswith("pos_emb"))
+        return total
+
+
+def check_positive(**values: float) -> None:
+    for name, value in values.items():
+        if value is None or value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+
+
+def check_probability(**values: float) -> None:
+    for name, value in values.items():
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {value}")
+
+
+def check_choice(name: str, value: str, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"unknown {name} '{value}'{_suggest(value, choices)}; choose one of: {', '.join(choices)}")

@@ -1,0 +1,188 @@
+"""GPT-2: a decoder-only, pre-LN Transformer with learned positions and a tied output matrix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+from torch import nn
+
+from zoo.core import (
+    ACTIVATIONS,
+    ATTENTION_IMPLS,
+    BlockStack,
+    KVCache,
+    LearnedPositionEmbedding,
+    TokenEmbedding,
+    build_attention_mask,
+    init_transformer_weights,
+    sample_next_token,
+    scale_residual_projections,
+)
+
+from .base import ZooModel, check_choice, check_positive, check_probability
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 50257
+    block_size: int = 1024  # maximum context (number of learned positions)
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+    layer_norm_eps: float = 1e-5
+    activation: str = "gelu_tanh"
+    attn_impl: str = "auto"
+    tie_weights: bool = True
+
+    def __post_init__(self) -> None:
+        check_positive(vocab_size=self.vocab_size, block_size=self.block_size, n_layer=self.n_layer,
+                       n_head=self.n_head, n_embd=self.n_embd)
+        if self.n_embd % self.n_head:
+            raise ValueError(
+                f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
+                "choose n_head so that each head gets n_embd / n_head dimensions"
+            )
+        check_probability(dropout=self.dropout)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
+
+
+_GPT2 = dict(vocab_size=50257, block_size=1024, activation="gelu_tanh")
+
+GPT_PRESETS = {
+    "gpt2": dict(_GPT2, n_layer=12, n_head=12, n_embd=768),
+    "gpt2-medium": dict(_GPT2, n_layer=24, n_head=16, n_embd=1024),
+    "gpt2-large": dict(_GPT2, n_layer=36, n_head=20, n_embd=1280),
+    "gpt2-xl": dict(_GPT2, n_layer=48, n_head=25, n_embd=1600),
+    # Small sizes that train on a laptop CPU (vocab_size comes from the tokenizer).
+    "gpt-nano": dict(block_size=64, n_layer=2, n_head=2, n_embd=64),
+    "gpt-mini": dict(block_size=64, n_layer=4, n_head=4, n_embd=128),
+    "gpt-small": dict(block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2),
+}
+
+
+class GPT(ZooModel):
+    model_type = "gpt"
+    config_class = GPTConfig
+    presets = GPT_PRESETS
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__(config)
+        c = config
+        self.tok_emb = TokenEmbedding(c.vocab_size, c.n_embd)
+        self.pos_emb = LearnedPositionEmbedding(c.block_size, c.n_embd)
+        self.drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
+        self.blocks = BlockStack(
+            c.n_layer,
+            c.n_embd,
+            final_norm=True,
+            n_heads=c.n_head,
+            d_ff=4 * c.n_embd,
+            dropout=c.dropout,
+            attn_dropout=c.dropout,
+            activation=c.activation,
+            norm_first=True,
+            norm_eps=c.layer_norm_eps,
+            bias=c.bias,
+            attn_impl=c.attn_impl,
+        )
+        self.lm_head = None if c.tie_weights else nn.Linear(c.n_embd, c.vocab_size, bias=False)
+        self.apply(partial(init_transformer_weights, std=0.02))
+        scale_residual_projections(self, c.n_layer)
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        """idx: (B, T) token ids -> logits (B, T, vocab).
+
+        attention_mask: (B, past + T), 1 for real tokens and 0 for (left) padding; with a cache it covers the
+        cached prefix too. Positions are then counted over real tokens only, as Hugging Face does.
+        """
+        _, t = idx.shape
+        past = 0 if cache is None else cache.length
+        if attention_mask is not None and bool(attention_mask.all()):
+            attention_mask = None  # no padding: keep the is_causal fast path
+        if position_ids is None:
+            if attention_mask is None:
+                position_ids = torch.arange(past, past + t, device=idx.device)[None]
+            else:
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -t:]
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(position_ids))
+        mask = None
+        if attention_mask is not None:
+            mask = build_attention_mask(attention_mask, t, past + t, causal=True)
+        h = self.blocks(x, mask=mask, is_causal=mask is None, cache=cache)
+        return self.tok_emb.logits(h) if self.lm_head is None else self.lm_head(h)
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token (forward + backward): 6 per weight, plus attention scores and mixing
+        (the estimate of the PaLM paper, appendix B, as nanoGPT uses it)."""
+        c = self.config
+        n = self.num_parameters(exclude_position_embeddings=True)
+        return 6 * n + 12 * c.n_layer * c.n_embd * seq_len
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        eos_token_id: int | None = None,
+        generator: torch.Generator | None = None,
+        use_cache: bool = True,
+    ) -> torch.Tensor:
+        """Continue a batch of prompts; returns (B, T + n) ids with n <= max_new_tokens.
+
+        Prompts of different lengths are left-padded and marked in `attention_mask`. temperature=0 is greedy.
+        Past the model's context the oldest tokens slide out of a window of `block_size` tokens (recomputed
+        without the cache from then on). Rows that produced `eos_token_id` keep emitting it; decoding stops
+        when every row has.
+        """
+        block = self.config.block_size
+        if idx.dim() != 2 or idx.shape[1] == 0:
+            raise ValueError(f"prompts must be a non-empty (batch, length) tensor of ids, got shape {tuple(idx.shape)}")
+        if idx.shape[1] > block:
+            raise ValueError(
+                f"the prompt has {idx.shape[1]} tokens but the model's context is {block}; shorten the prompt"
+            )
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        was_training = self.training
+        self.eval()
+        mask = None if attention_mask is None else attention_mask.to(torch.bool)
+        cache = KVCache(self.config.n_layer) if use_cache else None
+        tokens, step_input = idx, idx
+        finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
+        for _ in range(max_new_tokens):
+            if cache is not None and tokens.shape[1] > block:
+                cache = None  # positions would run past the learned table: slide a window from now on
+            if cache is not None:
+                logits = self(step_input, attention_mask=mask, cache=cache)[:, -1]
+            else:
+                window_mask = None if mask is None else mask[:, -block:]
+                logits = self(tokens[:, -block:], attention_mask=window_mask)[:, -1]
+            nxt = sample_next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+            if eos_token_id is not None:
+                nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
+                finished |= nxt == eos_token_id
+            step_input = nxt[:, None]
+            tokens = torch.cat([tokens, step_input], dim=1)
+            if mask is not None:
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+            if eos_token_id is not None and bool(finished.all()):
+                break
+        self.train(was_training)
+        return tokens
