@@ -33,7 +33,8 @@ class ZooModel(nn.Module):
 
     @classmethod
     def make_config(cls, preset: str | None = None, **overrides):
-        """The config of a preset with some fields replaced; unknown presets and fields are errors."""
+        """The config of a preset with some fields replaced; unknown presets and fields are errors.
+        An override of None keeps the preset's value (YAML configs list every field as null that way)."""
         base: dict[str, Any] = {}
         if preset is not None:
             if preset not in cls.presets:
@@ -49,7 +50,7 @@ class ZooModel(nn.Module):
                     f"unknown {cls.__name__} option '{key}'{_suggest(key, fields)}; "
                     f"valid options: {', '.join(sorted(fields))}"
                 )
-        base.update(overrides)
+        base.update({k: v for k, v in overrides.items() if v is not None})
         return cls.config_class(**base)
 
     @classmethod

@@ -1,0 +1,129 @@
+"""The entry scripts run as a user runs them: train.py, generate.py and eval.py in subprocesses, on real data."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import run_script
+
+pytestmark = pytest.mark.slow
+
+
+def assert_ok(result) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    """Non-zero exit, the message names the problem, and no traceback is shown."""
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data_dir):
+    """The issue's short run of nanoGPT's recipe: 20 steps, then validation and test."""
+    run_dir = tmp_path_factory.mktemp("run")
+    result = run_script("train.py", "experiment=gpt_shakespeare_char", "trainer.max_steps=20",
+                        f"hydra.run.dir={run_dir}")
+    assert_ok(result)
+    return run_dir
+
+
+def test_experiment_run_writes_config_metrics_and_checkpoint(trained):
+    assert (trained / "config_resolved.yaml").is_file()
+    assert "${" not in (trained / "config_resolved.yaml").read_text()  # fully resolved
+    rows = list(csv.DictReader(open(trained / "csv" / "metrics.csv")))
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    assert len(losses) == 2 and losses[-1] < losses[0] < 4.5  # logged every 10 steps, and learning
+    assert any(r.get("val/loss") for r in rows) and any(r.get("test/loss") for r in rows)
+    assert any(float(r["train/tokens_per_sec"]) > 0 for r in rows if r.get("train/tokens_per_sec"))
+    assert any(0 < float(r["train/mfu"]) < 1 for r in rows if r.get("train/mfu"))
+
+
+def test_checkpoint_loads_weights_only_with_clean_names(trained):
+    checkpoint = torch.load(trained / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 20
+    assert not any("_orig_mod" in k for k in checkpoint["state_dict"])
+    assert checkpoint["zoo"]["model_type"] == "gpt" and checkpoint["zoo"]["task"] == "causal_lm"
+    assert checkpoint["zoo"]["model_config"]["n_embd"] == 128
+
+
+def test_generate_is_seeded_and_continues_the_prompt(trained):
+    ckpt = str(trained / "checkpoints" / "last.ckpt")
+    args = [ckpt, "--prompt", "ROMEO:", "--max-new-tokens", "100", "--seed", "7"]
+    first, second = run_script("generate.py", *args), run_script("generate.py", *args)
+    assert_ok(first)
+    assert first.stdout == second.stdout
+    text = first.stdout.split("----- sample 0 -----\n", 1)[1]
+    assert text.startswith("ROMEO:") and len(text.rstrip("\n")) >= 100
+    other = run_script("generate.py", *args[:-1], "8")
+    assert other.stdout != first.stdout
+
+
+def test_generate_rejects_bad_prompts(trained):
+    ckpt = str(trained / "checkpoints" / "last.ckpt")
+    assert_one_line_error(run_script("generate.py", ckpt, "--prompt", "caf\u00e9 \u20ac"),
+                          "not in the character vocabulary")
+    assert_one_line_error(run_script("generate.py", ckpt, "--prompt", "x" * 65), "65 tokens", "context is 64")
+
+
+def test_generate_rejects_other_checkpoints(trained, tmp_path):
+    checkpoint = torch.load(trained / "checkpoints" / "last.ckpt", weights_only=True)
+    checkpoint["zoo"].update(task="image_classification", model_type="vit")
+    torch.save(checkpoint, tmp_path / "vit.ckpt")
+    assert_one_line_error(run_script("generate.py", str(tmp_path / "vit.ckpt")), "vit", "'causal_lm' checkpoint")
+    (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
+    assert_one_line_error(run_script("generate.py", str(tmp_path / "junk.ckpt")), "not a readable checkpoint")
+    assert_one_line_error(run_script("generate.py", str(tmp_path / "missing.ckpt")), "checkpoint not found")
+
+
+def test_eval_on_test_split(trained, tmp_path):
+    result = run_script("eval.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "split=test",
+                        f"hydra.run.dir={tmp_path}")
+    assert_ok(result)
+    assert "test/loss" in result.stdout
+
+
+def test_resume_continues_step_count(trained, tmp_path):
+    """ckpt_path= resumes weights, optimizer and step: a 20-step checkpoint resumed to 30 ends at step 30."""
+    ckpt = tmp_path / "start.ckpt"
+    shutil.copy(trained / "checkpoints" / "last.ckpt", ckpt)
+    run_dir = tmp_path / "resumed"
+    result = run_script("train.py", "experiment=gpt_shakespeare_char", "trainer.max_steps=30", f"ckpt_path={ckpt}",
+                        "test=false", f"hydra.run.dir={run_dir}")
+    assert_ok(result)
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 30
+
+
+def test_fast_dev_run_of_the_main_command(tmp_path):
+    assert_ok(run_script("train.py", "model=gpt", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}"))
+
+
+def test_unknown_model_name(tmp_path):
+    result = run_script("train.py", "model=gpt5", f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0
+    assert "model/gpt5" in result.stderr and "Available options" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "overrides, fragments",
+    [
+        (["model.net.n_embd=50", "model.net.n_head=4"], ["n_embd=50 is not divisible by n_head=4"]),
+        (["model.net.name=gpt5"], ["unknown GPT preset 'gpt5'", "gpt2-medium"]),
+    ],
+)
+def test_bad_model_options(tmp_path, overrides, fragments):
+    assert_one_line_error(run_script("train.py", *overrides, f"hydra.run.dir={tmp_path}"), *fragments)
+
+
+def test_missing_dataset_names_the_path(tmp_path):
+    result = run_script("train.py", f"hydra.run.dir={tmp_path}", env={"ZOO_DATA_DIR": str(tmp_path / "nowhere")})
+    assert_one_line_error(result, str(tmp_path / "nowhere" / "tinyshakespeare" / "input.txt"), "ZOO_DATA_DIR")
