@@ -45,6 +45,8 @@ def test_experiment_run_writes_config_metrics_and_checkpoint(trained):
     assert any(r.get("val/loss") for r in rows) and any(r.get("test/loss") for r in rows)
     assert any(float(r["train/tokens_per_sec"]) > 0 for r in rows if r.get("train/tokens_per_sec"))
     assert any(0 < float(r["train/mfu"]) < 1 for r in rows if r.get("train/mfu"))
+    samples = (trained / "csv" / "val_samples.txt").read_text()
+    assert samples.count("===== step 20 =====") == 2  # two samples generated at the validation after fit
 
 
 def test_checkpoint_loads_weights_only_with_clean_names(trained):
@@ -127,3 +129,15 @@ def test_bad_model_options(tmp_path, overrides, fragments):
 def test_missing_dataset_names_the_path(tmp_path):
     result = run_script("train.py", f"hydra.run.dir={tmp_path}", env={"ZOO_DATA_DIR": str(tmp_path / "nowhere")})
     assert_one_line_error(result, str(tmp_path / "nowhere" / "tinyshakespeare" / "input.txt"), "ZOO_DATA_DIR")
+
+
+def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
+    """trainer=ddp_sim: two gloo processes train together and write one run directory and one checkpoint."""
+    run_dir = tmp_path / "ddp"
+    result = run_script("train.py", "trainer=ddp_sim", "trainer.max_steps=6", "trainer.val_check_interval=3",
+                        "trainer.limit_val_batches=2", "test=false", f"hydra.run.dir={run_dir}")
+    assert_ok(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ddp"]
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 6
+    assert not (Path.cwd() / "outputs").exists()
