@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
+import torch
 import lightning as L
 import pytest
 from hydra import compose, initialize_config_dir
@@ -12,7 +13,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from zoo.entry.builders import build_callbacks, build_loggers, build_model_config
+from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -43,14 +44,16 @@ def test_model_configs_build_task(model, tmp_path):
     cfg = compose_train(tmp_path, [f"model={model}"])
     datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
     net_cfg = build_model_config(cfg.model.net, datamodule)
-    assert net_cfg.vocab_size == datamodule.vocab_size
+    for field, value in datamodule.model_fields.items():
+        assert net_cfg[field] == value
     if model == "gpt2":
         with_meta = hydra.utils.instantiate(net_cfg)  # 124M: built once, fine on CPU
         assert with_meta.num_parameters() == 124_439_808 - (50257 - datamodule.vocab_size) * 768 - (1024 - 128) * 768
     net = hydra.utils.instantiate(net_cfg)
-    task = hydra.utils.instantiate(cfg.model, net=net, tokenizer=datamodule.tokenizer)
+    task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule))
     assert isinstance(task, L.LightningModule)
-    assert task.configure_optimizers()["lr_scheduler"]["interval"] == "step"
+    optim = task.configure_optimizers()
+    assert isinstance(optim["optimizer"], torch.optim.Optimizer) and optim["lr_scheduler"]["interval"] == "step"
 
 
 def test_model_default_data_can_be_overridden(tmp_path):
@@ -77,8 +80,6 @@ def test_data_configs(data, tmp_path):
 def test_trainer_configs(trainer, tmp_path):
     cfg = compose_train(tmp_path, [f"trainer={trainer}"])
     if cfg.trainer.accelerator == "gpu":
-        import torch
-
         if not torch.cuda.is_available():
             assert cfg.trainer.devices in (1, -1)
             pytest.skip("GPU trainer configs instantiate only where a GPU is present")
@@ -106,7 +107,7 @@ def test_experiment_configs(experiment, tmp_path):
     assert cfg.task_name == experiment
     datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
     net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule))
-    hydra.utils.instantiate(cfg.model, net=net, tokenizer=datamodule.tokenizer)
+    hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule))
     hydra.utils.instantiate(cfg.trainer, logger=False)
 
 

@@ -136,6 +136,16 @@ class LanguageModelDataModule(L.LightningDataModule):
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
+    @property
+    def model_fields(self) -> dict:
+        """Model config fields this data determines (filled into `model.net` by train.py)."""
+        return {"vocab_size": self.vocab_size}
+
+    @property
+    def task_inputs(self) -> dict:
+        """Extra arguments of the task that come from the data."""
+        return {"tokenizer": self.tokenizer}
+
     # ---- Lightning hooks -----------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
         self._load()

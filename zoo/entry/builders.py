@@ -9,21 +9,28 @@ from omegaconf import DictConfig, OmegaConf
 
 
 def build_model_config(net_cfg: DictConfig, datamodule) -> DictConfig:
-    """The model's config with vocab_size filled in from the data's tokenizer (unless set explicitly)."""
+    """The model's config completed from the data: every field in `datamodule.model_fields` (vocab_size from a
+    tokenizer, num_classes / image_size / in_channels from an image dataset, ...) that the config leaves null
+    is filled in; one that is set must agree (a vocabulary may be larger than the tokenizer's, never smaller)."""
     net_cfg = net_cfg.copy()
-    tokenizer_vocab = getattr(datamodule, "vocab_size", None)
-    if tokenizer_vocab is None:
-        return net_cfg
-    given = net_cfg.get("vocab_size")
-    if given is None:
-        OmegaConf.set_struct(net_cfg, False)
-        net_cfg.vocab_size = tokenizer_vocab
-    elif given < tokenizer_vocab:
-        raise ValueError(
-            f"model.net.vocab_size={given} is smaller than the tokenizer's {tokenizer_vocab} tokens; "
-            "remove the override or raise it"
-        )
+    OmegaConf.set_struct(net_cfg, False)
+    for field, value in getattr(datamodule, "model_fields", {}).items():
+        given = net_cfg.get(field)
+        if given is None:
+            net_cfg[field] = value
+        elif field == "vocab_size" and given < value:
+            raise ValueError(
+                f"model.net.vocab_size={given} is smaller than the tokenizer's {value} tokens; "
+                "remove the override or raise it"
+            )
+        elif field != "vocab_size" and given != value:
+            raise ValueError(f"model.net.{field}={given} does not match the data, which has {field}={value}")
     return net_cfg
+
+
+def task_inputs(datamodule) -> dict:
+    """What a task needs from its data besides batches (e.g. the tokenizer, to decode samples)."""
+    return dict(getattr(datamodule, "task_inputs", {}))
 
 
 def build_callbacks(cfg: DictConfig | None) -> list[Callback]:

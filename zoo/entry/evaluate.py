@@ -5,10 +5,10 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from zoo.data import tokenizer_from_json
-from zoo.entry.builders import build_loggers
+from zoo.entry.builders import build_loggers, task_inputs
 from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
+# task name stored in checkpoints -> LightningModule class
 TASKS = {"causal_lm": "zoo.tasks.CausalLMTask"}
 SPLITS = ("val", "test")
 
@@ -22,16 +22,17 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     checkpoint = read_checkpoint(cfg.ckpt_path)
     # The data the checkpoint was trained on, unless the command line chose another (`data=...`).
     data_cfg = cfg.get("data") or checkpoint.get("datamodule_hyper_parameters")
-    if not data_cfg:
+    if not data_cfg or not (cfg.get("data") or info.get("datamodule")):
         raise ValueError(f"{cfg.ckpt_path} does not record its data; pass data=<config>")
     if "_target_" not in data_cfg:
-        data_cfg = {"_target_": "zoo.data.LanguageModelDataModule", **data_cfg}
+        data_cfg = {"_target_": info["datamodule"], **data_cfg}
     datamodule = hydra.utils.instantiate(data_cfg, _convert_="all")
-    tokenizer = tokenizer_from_json(info["tokenizer"]) if info.get("tokenizer") else None
-    if tokenizer is not None and tokenizer.to_json() != datamodule.tokenizer.to_json():
+    stored = info.get("tokenizer")
+    tokenizer = getattr(datamodule, "tokenizer", None)
+    if stored is not None and tokenizer is not None and tokenizer.to_json() != stored:
         raise ValueError("the data's tokenizer differs from the one stored in the checkpoint; pass the training data")
     task_cls = hydra.utils.get_class(TASKS[info["task"]])
-    task = task_cls(net=model, optimizer=None, tokenizer=tokenizer, num_samples=0)
+    task = task_cls(net=model, optimizer=None, **task_inputs(datamodule))
     trainer = hydra.utils.instantiate(cfg.trainer, logger=build_loggers(cfg.get("logger")), callbacks=[])
     run = trainer.validate if cfg.split == "val" else trainer.test
     results = run(task, datamodule=datamodule, verbose=True)

@@ -9,7 +9,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.entry.builders import build_callbacks, build_loggers, build_model_config
+from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -20,7 +20,7 @@ def train(cfg: DictConfig) -> float | None:
 
     datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
     net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule))
-    task = hydra.utils.instantiate(cfg.model, net=net, tokenizer=datamodule.tokenizer)
+    task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule))
     loggers = build_loggers(cfg.get("logger"))
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=build_callbacks(cfg.get("callbacks")), logger=loggers)
 

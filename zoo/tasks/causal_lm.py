@@ -139,8 +139,10 @@ class CausalLMTask(L.LightningModule):
     # ---- checkpoints ---------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Everything needed to rebuild the model and its tokenizer without the config or the data folder.
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         checkpoint["zoo"] = {
             "task": self.task_name,
+            "datamodule": None if datamodule is None else f"{type(datamodule).__module__}.{type(datamodule).__qualname__}",
             "model_type": self.net.model_type,
             "model_config": self.net.config_dict(),
             "tokenizer": None if self.tokenizer is None else self.tokenizer.to_json(),
