@@ -135,3 +135,14 @@ def test_eval_config_composes(tmp_path):
     cfg = compose_train(tmp_path, ["ckpt_path=x.ckpt"], config_name="eval")
     assert cfg.split == "test" and cfg.get("data") is None
     hydra.utils.instantiate(cfg.trainer, logger=False)
+
+
+def test_wandb_goes_offline_without_credentials(tmp_path, monkeypatch):
+    """No API key and no netrc entry: the wandb logger config resolves to offline; with a key, online."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(tmp_path / ".netrc"))
+    assert compose_train(tmp_path, ["logger=wandb"]).logger.wandb.offline is True
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    assert compose_train(tmp_path, ["logger=wandb"]).logger.wandb.offline is False
