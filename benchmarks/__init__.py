@@ -1,0 +1,1 @@
+"""Benchmarks of zoo against the implementations our users would otherwise pick, in one process."""

@@ -1,0 +1,164 @@
+"""Timing primitives: matmul peak, train-step and forward timing, peak memory.
+
+Everything is measured in this process and interleaved across implementations (round-robin over several rounds,
+medians), so that the drift of a noisy machine cancels in the ratios between rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 8) -> float:
+    """Best FLOP/s of an n x n x n matmul: the ceiling MFU is reported against on this machine."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        a @ b
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def autocast(device: torch.device, dtype: torch.dtype):
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+class PeakMemory:
+    """Peak memory of a block: CUDA's allocator statistics, or the process's resident-set high-water mark on
+    Linux CPUs (reset through /proc/self/clear_refs; None where that is not possible)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.peak_bytes = device, None
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+        else:
+            self._base = _rss_bytes()
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                self._base = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == "cuda":
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.device) - self._base
+        elif self._base is not None:
+            self.peak_bytes = max(0, _hwm_bytes() - self._base)
+
+
+def _status_kb(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise OSError(key)
+
+
+def _rss_bytes() -> int:
+    return _status_kb("VmRSS:")
+
+
+def _hwm_bytes() -> int:
+    return _status_kb("VmHWM:")
+
+
+@dataclass
+class Workload:
+    """One implementation of one configuration: how to build it and run a training step / a forward pass."""
+
+    name: str
+    build: Callable[[], torch.nn.Module]
+    batch: Callable[[], tuple]
+    loss: Callable[[torch.nn.Module, tuple], torch.Tensor]
+    forward: Callable[[torch.nn.Module, tuple], object]
+    optimizer_kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    workload: Workload
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    batch: tuple
+    train_times: list = field(default_factory=list)
+    forward_times: list = field(default_factory=list)
+    peak_bytes: int | None = None
+
+
+def prepare(workload: Workload, device: torch.device) -> Prepared:
+    torch.manual_seed(0)
+    model = workload.build().to(device)
+    model.train()
+    kwargs = {"lr": 1e-4, "weight_decay": 0.01, **workload.optimizer_kwargs}
+    optimizer = torch.optim.AdamW(model.parameters(), **kwargs)
+    batch = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in workload.batch())
+    return Prepared(workload, model, optimizer, batch)
+
+
+def train_step(p: Prepared, device: torch.device, dtype: torch.dtype) -> float:
+    """One full step (forward, loss, backward, AdamW step, zero_grad); returns seconds."""
+    _sync(device)
+    start = time.perf_counter()
+    with autocast(device, dtype):
+        loss = p.workload.loss(p.model, p.batch)
+    loss.backward()
+    p.optimizer.step()
+    p.optimizer.zero_grad(set_to_none=True)
+    _sync(device)
+    return time.perf_counter() - start
+
+
+@torch.no_grad()
+def forward_pass(p: Prepared, device: torch.device, dtype: torch.dtype) -> float:
+    p.model.eval()
+    _sync(device)
+    start = time.perf_counter()
+    with autocast(device, dtype):
+        p.workload.forward(p.model, p.batch)
+    _sync(device)
+    p.model.train()
+    return time.perf_counter() - start
+
+
+def run_interleaved(
+    workloads: list[Workload], device: torch.device, dtype: torch.dtype, *, steps: int, warmup: int, rounds: int
+) -> list[Prepared]:
+    """Warm each implementation up, then take `rounds` round-robin turns of `steps` steps each."""
+    prepared = [prepare(w, device) for w in workloads]
+    for p in prepared:
+        with PeakMemory(device) as memory:
+            for _ in range(warmup):
+                train_step(p, device, dtype)
+        p.peak_bytes = memory.peak_bytes
+        forward_pass(p, device, dtype)
+    for _ in range(rounds):
+        for p in prepared:
+            p.train_times += [train_step(p, device, dtype) for _ in range(steps)]
+            p.forward_times += [forward_pass(p, device, dtype) for _ in range(steps)]
+    return prepared
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")

@@ -1,0 +1,130 @@
+"""Run the benchmarks: python -m benchmarks.run [--configs gpt,generation] [--dtypes fp32,bf16] [--steps N]
+
+Prints a table and writes JSON. Rows of one configuration and dtype are measured interleaved in this process;
+`ratio` is a row's median train-step time over the fastest peer's (below 1.0: zoo is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import time
+
+import torch
+
+from .configs import CONFIGS, GENERATION, generation_models
+from .harness import autocast, matmul_peak, median, run_interleaved
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", default=",".join([*CONFIGS, "generation"]))
+    p.add_argument("--dtypes", default="fp32,bf16")
+    p.add_argument("--steps", type=int, default=5, help="timed steps per implementation per round")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--json", default="benchmarks/results.json")
+    p.add_argument("--smoke", action="store_true", help="one step per row (a check that everything runs)")
+    return p.parse_args(argv)
+
+
+def bench_training(name, dtype_name, device, args, peaks) -> list[dict]:
+    workloads, flops, items, unit = CONFIGS[name]()
+    dtype = DTYPES[dtype_name]
+    prepared = run_interleaved(workloads, device, dtype, steps=args.steps, warmup=args.warmup, rounds=args.rounds)
+    rows = []
+    for p in prepared:
+        step = median(p.train_times)
+        rows.append(dict(config=name, dtype=dtype_name, impl=p.workload.name, train_ms=step * 1e3,
+                         forward_ms=median(p.forward_times) * 1e3, throughput=items / step, unit=unit,
+                         peak_mb=None if p.peak_bytes is None else p.peak_bytes / 2**20,
+                         mfu=flops / step / peaks[dtype_name]))
+    peers = [r["train_ms"] for r in rows if r["impl"] != "zoo" and not r["impl"].startswith("zoo-")]
+    for r in rows:
+        r["ratio"] = r["train_ms"] / min(peers) if peers else float("nan")
+    return rows
+
+
+@torch.no_grad()
+def bench_generation(dtype_name, device, args) -> list[dict]:
+    dtype = DTYPES[dtype_name]
+    models = [(n, m.to(device), g) for n, m, g in generation_models()]
+    rows = []
+    for batch in (1, 8):
+        torch.manual_seed(0)
+        prompt = torch.randint(0, 8192, (batch, GENERATION["prompt"]), device=device)
+        times = {n: [] for n, _, _ in models}
+        outputs = {}
+        rounds = 1 if args.smoke else args.rounds
+        for _ in range(rounds):
+            for name, model, generate in models:
+                with autocast(device, dtype):
+                    start = time.perf_counter()
+                    outputs[name] = generate(model, prompt)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    times[name].append(time.perf_counter() - start)
+        new = GENERATION["new_tokens"] * batch
+        hf_rate = new / median(times["hf"])
+        for name in times:
+            rate = new / median(times[name])
+            rows.append(dict(config=f"generation b{batch}", dtype=dtype_name, impl=name,
+                             total_ms=median(times[name]) * 1e3, tokens_per_s=rate, vs_hf=rate / hf_rate,
+                             same_tokens=bool(torch.equal(outputs[name], outputs["zoo"]))))
+    return rows
+
+
+def main(argv=None) -> list[dict]:
+    args = parse_args(argv)
+    if args.smoke:
+        args.steps, args.warmup, args.rounds = 1, 1, 1
+    device = torch.device(args.device)
+    dtypes = args.dtypes.split(",")
+    for d in dtypes:
+        if d not in DTYPES:
+            raise SystemExit(f"unknown dtype '{d}'; choose from {', '.join(DTYPES)}")
+    peaks = {d: matmul_peak(device, DTYPES[d], n=512 if args.smoke else 2048) for d in dtypes}
+    rows = []
+    for name in args.configs.split(","):
+        for d in dtypes:
+            if name == "generation":
+                rows += bench_generation(d, device, args)
+            elif name in CONFIGS:
+                rows += bench_training(name, d, device, args, peaks)
+            else:
+                raise SystemExit(f"unknown config '{name}'; choose from {', '.join([*CONFIGS, 'generation'])}")
+    meta = dict(date=datetime.date.today().isoformat(), machine=platform.processor() or platform.machine(),
+                device=str(device), threads=torch.get_num_threads(), torch=torch.__version__,
+                peak_gflops={d: peaks[d] / 1e9 for d in dtypes}, steps=args.steps, rounds=args.rounds)
+    print_table(rows, meta)
+    with open(args.json, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    return rows
+
+
+def print_table(rows, meta) -> None:
+    print(f"# {meta['date']} {meta['device']} ({meta['machine']}, {meta['threads']} threads), torch {meta['torch']}; "
+          "matmul peak " + ", ".join(f"{d} {g:.0f} GFLOP/s" for d, g in meta["peak_gflops"].items()))
+    print("| config | dtype | impl | train step ms | vs fastest peer | forward ms | throughput | peak MB | MFU |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "train_ms" in r:
+            peak = "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
+            print(f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['train_ms']:.1f} | {r['ratio']:.2f}x | "
+                  f"{r['forward_ms']:.1f} | {r['throughput']:.0f} {r['unit']}/s | {peak} | {r['mfu']:.2f} |")
+    generation = [r for r in rows if "total_ms" in r]
+    if generation:
+        print("\n| generation | dtype | impl | ms for 240 new tokens | tokens/s | vs HF | same tokens as zoo |")
+        print("|---|---|---|---|---|---|---|")
+        for r in generation:
+            print(f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['total_ms']:.0f} | {r['tokens_per_s']:.0f} | "
+                  f"{r['vs_hf']:.2f}x | {r['same_tokens']} |")
+
+
+if __name__ == "__main__":
+    main()

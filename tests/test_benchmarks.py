@@ -1,0 +1,21 @@
+"""Smoke test of the benchmark: every row runs one step; zoo and HF decode the same tokens."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from benchmarks.run import main
+
+
+def test_benchmark_smoke(tmp_path):
+    out = tmp_path / "bench.json"
+    rows = main(["--smoke", "--dtypes", "fp32", "--json", str(out)])
+    training = [r for r in rows if "train_ms" in r]
+    assert {r["impl"] for r in training if r["config"] == "gpt"} == {"zoo", "hf-sdpa", "hf-eager"}
+    assert all(r["train_ms"] > 0 and math.isfinite(r["ratio"]) and 0 < r["mfu"] < 1 for r in training)
+    generation = [r for r in rows if "tokens_per_s" in r]
+    assert {r["config"] for r in generation} == {"generation b1", "generation b8"}
+    assert all(r["same_tokens"] for r in generation)  # same weights, greedy: identical continuations
+    saved = json.loads(out.read_text())
+    assert saved["meta"]["torch"] == __import__("torch").__version__ and len(saved["rows"]) == len(rows)
