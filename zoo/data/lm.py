@@ -9,8 +9,10 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+import torch
 from torch.utils.data import DataLoader
 
+from .resumable import ResumableShuffle
 from .sources import default_data_dir, resolve_dataset
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
 from .windows import DisjointWindows, RandomWindows
@@ -26,6 +28,7 @@ class LanguageModelDataModule(L.LightningDataModule):
     rest for validation (nanoGPT's 90/10). The test split is the validation split evaluated in full.
 
     `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
+    Training windows are shuffled by `seed` alone and resume exactly where a checkpoint stopped.
     """
 
     def __init__(
@@ -43,6 +46,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         data_dir: str | None = None,
         cache_dir: str | None = None,
         download: bool = False,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -160,25 +164,36 @@ class LanguageModelDataModule(L.LightningDataModule):
             )
         self.per_device_batch_size = self.hparams.batch_size // share
 
-    def _loader(self, dataset, shuffle: bool) -> DataLoader:
+    def _loader(self, dataset, sampler=None) -> DataLoader:
         return DataLoader(
             dataset,
             batch_size=self.per_device_batch_size,
-            shuffle=shuffle,
+            sampler=sampler,
             num_workers=self.hparams.num_workers,
             persistent_workers=self.hparams.num_workers > 0,
-            drop_last=shuffle,
+            drop_last=sampler is not None,
+            # Creating a loader iterator draws a worker seed from this generator; from the global RNG it would
+            # shift the dropout masks of a resumed run.
+            generator=torch.Generator().manual_seed(self.hparams.seed),
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(RandomWindows(self._splits["train"], self.hparams.block_size), shuffle=True)
+        windows = RandomWindows(self._splits["train"], self.hparams.block_size)
+        rank, world, step, accumulate = 0, 1, 0, 1
+        if self.trainer is not None:
+            rank, world = self.trainer.global_rank, self.trainer.world_size
+            step, accumulate = self.trainer.global_step, self.trainer.accumulate_grad_batches
+        sampler = ResumableShuffle(windows, seed=self.hparams.seed, rank=rank, world_size=world)
+        # The trainer's step is restored from a checkpoint before the loader is built: skip what was consumed.
+        sampler.set_position(step * accumulate * self.per_device_batch_size)
+        return self._loader(windows, sampler)
 
     def val_dataloader(self) -> DataLoader:
         windows = DisjointWindows(self._splits["val"], self.hparams.block_size, seed=self.hparams.val_seed)
-        return self._loader(windows, shuffle=False)
+        return self._loader(windows)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(DisjointWindows(self._splits["val"], self.hparams.block_size), shuffle=False)
+        return self._loader(DisjointWindows(self._splits["val"], self.hparams.block_size))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import hydra
@@ -29,6 +30,10 @@ def train(cfg: DictConfig) -> float | None:
         logger.log_hyperparams({**OmegaConf.to_container(cfg, resolve=True), **counts})
     rank_zero_info(f"{type(net).__name__} with {counts['params/total']:,} parameters; output in {cfg.paths.output_dir}")
 
+    # With OnExceptionCheckpoint configured, Lightning turns fit(ckpt_path=None) into "last" (resume from this
+    # run's own last checkpoint if there is one) and warns about it at every start; that resume is intended.
+    warnings.filterwarnings("ignore", message=r".*\(ckpt_path=None\)` was called without a model")
+    warnings.filterwarnings("ignore", message=r".*there is no last checkpoint available")
     if cfg.get("train", True):
         trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     metrics = dict(trainer.callback_metrics)

@@ -10,8 +10,10 @@ import torch
 def measure_matmul_flops(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, n: int = 1024) -> float:
     """FLOP/s of a square matmul on `device`, the best of a few repeats: the practical peak MFU is measured
     against on a CPU, where no vendor figure applies."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+    # A private generator: measuring must not advance the global RNG (a resumed run would draw other dropout masks).
+    generator = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=generator)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=generator)
     best = float("inf")
     for _ in range(5):
         if a.device.type == "cuda":
