@@ -11,7 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 
@@ -34,7 +34,8 @@ def compose_train(tmp_path: Path, overrides: list[str], config_name: str = "trai
 
 
 def test_every_group_has_options():
-    for group in ("model", "data", "trainer", "logger", "callbacks", "paths", "hydra", "experiment", "debug"):
+    for group in ("model", "data", "trainer", "logger", "callbacks", "paths", "hydra", "experiment", "debug",
+                  "hparams_search", "hydra/launcher"):
         assert options(group), f"conf/{group} is empty"
 
 
@@ -146,3 +147,32 @@ def test_wandb_goes_offline_without_credentials(tmp_path, monkeypatch):
     assert compose_train(tmp_path, ["logger=wandb"]).logger.wandb.offline is True
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     assert compose_train(tmp_path, ["logger=wandb"]).logger.wandb.offline is False
+
+
+@pytest.mark.parametrize("launcher, target", [("slurm", "submitit"), ("parallel", "joblib")])
+def test_launcher_configs(launcher, target, tmp_path):
+    cfg = compose_train(tmp_path, [f"hydra/launcher={launcher}"])
+    assert target in cfg.hydra.launcher._target_
+    if launcher == "slurm":
+        assert cfg.hydra.launcher.nodes == cfg.trainer.num_nodes
+
+
+def test_fsdp_strategy_wraps_core_blocks(tmp_path):
+    """The FSDP trainer config builds its strategy on CPU too: auto-wrap per zoo.core.Block, full state dict."""
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    from zoo.core import Block
+
+    cfg = compose_train(tmp_path, ["trainer=fsdp"])
+    strategy = hydra.utils.instantiate(cfg.trainer.strategy)
+    policy = strategy.kwargs["auto_wrap_policy"]
+    assert isinstance(policy, ModuleWrapPolicy) and policy._module_classes == {Block}
+    assert strategy._state_dict_type == "full"
+
+
+@pytest.mark.parametrize("search", options("hparams_search"))
+def test_hparams_search_configs(search, tmp_path):
+    cfg = compose_train(tmp_path, [f"hparams_search={search}"])
+    assert "optuna" in cfg.hydra.sweeper._target_.lower()
+    for key in cfg.hydra.sweeper.params:  # every searched key exists in the composed config
+        assert OmegaConf.select(cfg, key, default="<missing>") != "<missing>", key

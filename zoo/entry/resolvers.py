@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import netrc
 import os
+import uuid
+from pathlib import Path
 
 from omegaconf import OmegaConf
+
+RESUMABLE = ("last.ckpt", "on_exception.ckpt")
 
 
 def wandb_offline() -> bool:
@@ -21,6 +25,44 @@ def wandb_offline() -> bool:
         return True
 
 
+def newest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The most recent of a run's resumable checkpoints (last.ckpt, or on_exception.ckpt after a crash)."""
+    found = [p for p in (Path(run_dir) / "checkpoints" / name for name in RESUMABLE) if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume) -> str:
+    """The output directory of a run: a fresh one, or, with ckpt_path=last or auto_resume, the newest earlier run
+    of the same task that left a checkpoint, so that the resumed run continues in place."""
+    if ckpt_path == "last" or auto_resume:
+        root = Path(runs_root)
+        earlier = sorted(d for d in root.glob("*") if d.is_dir() and newest_checkpoint(d)) if root.is_dir() else []
+        if earlier:
+            return str(earlier[-1])
+        if ckpt_path == "last":
+            raise ValueError(
+                f"ckpt_path=last: no earlier run under {root} left a checkpoint; start without ckpt_path"
+            )
+    return f"{runs_root}/{fresh_name}"
+
+
+def wandb_run_id(output_dir: str) -> str:
+    """One wandb run per output directory: the id is kept in the directory, so a resumed run (and every DDP rank)
+    logs into the same wandb run, while each multirun job gets its own."""
+    path = Path(output_dir) / "wandb_run_id"
+    if path.is_file():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:12]
+    path.write_text(run_id)
+    return run_id
+
+
 def register() -> None:
-    if not OmegaConf.has_resolver("zoo.wandb_offline"):
-        OmegaConf.register_new_resolver("zoo.wandb_offline", wandb_offline)
+    for name, fn in {
+        "zoo.wandb_offline": wandb_offline,
+        "zoo.run_dir": run_dir,
+        "zoo.wandb_run_id": wandb_run_id,
+    }.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)

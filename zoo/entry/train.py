@@ -2,40 +2,57 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
 import hydra
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.entry import hydra_ddp
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
+from zoo.entry.resolvers import newest_checkpoint
+from zoo.tasks.checkpoint import check_checkpoint_file
 
 
 def train(cfg: DictConfig) -> float | None:
     """Fit, then validate/test with the final weights; returns `cfg.optimized_metric` for sweepers."""
+    loggers: list = []
+    try:
+        return _train(cfg, loggers)
+    finally:
+        _finish_wandb(loggers)  # one wandb run per multirun job, never one merged run
+
+
+def _train(cfg: DictConfig, loggers: list) -> float | None:
+    ckpt_path = resolve_ckpt_path(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
+    hydra_ddp.install()
 
     datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
     net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule))
     task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule))
-    loggers = build_loggers(cfg.get("logger"))
+    loggers += build_loggers(cfg.get("logger"))
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=build_callbacks(cfg.get("callbacks")), logger=loggers)
 
     counts = {"params/total": net.num_parameters()}
     for logger in loggers:
         logger.log_hyperparams({**OmegaConf.to_container(cfg, resolve=True), **counts})
     rank_zero_info(f"{type(net).__name__} with {counts['params/total']:,} parameters; output in {cfg.paths.output_dir}")
+    if ckpt_path:
+        rank_zero_info(f"resuming from {ckpt_path}")
 
     # With OnExceptionCheckpoint configured, Lightning turns fit(ckpt_path=None) into "last" (resume from this
     # run's own last checkpoint if there is one) and warns about it at every start; that resume is intended.
     warnings.filterwarnings("ignore", message=r".*\(ckpt_path=None\)` was called without a model")
     warnings.filterwarnings("ignore", message=r".*there is no last checkpoint available")
     if cfg.get("train", True):
-        trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = dict(trainer.callback_metrics)
     if cfg.get("validate", True) and not trainer.fast_dev_run:
         trainer.validate(task, datamodule=datamodule, verbose=True)
@@ -51,7 +68,23 @@ def train(cfg: DictConfig) -> float | None:
         raise ValueError(
             f"optimized_metric '{name}' was never logged; logged metrics: {', '.join(sorted(metrics)) or 'none'}"
         )
-    return float(metrics[name])
+    value = float(metrics[name])
+    save_result(cfg, name, value)
+    return value
+
+
+def resolve_ckpt_path(cfg: DictConfig) -> str | None:
+    """`last` / auto_resume: the newest checkpoint of this run's directory (hydra.run.dir already points at the
+    run being resumed); a file path: checked before anything is built or written."""
+    ckpt_path = cfg.get("ckpt_path")
+    if ckpt_path == "last" or (ckpt_path is None and cfg.get("auto_resume")):
+        found = newest_checkpoint(cfg.paths.output_dir)
+        if found is None and ckpt_path == "last":
+            raise ValueError(f"ckpt_path=last: no checkpoint in {cfg.paths.output_dir}/checkpoints")
+        return None if found is None else str(found)
+    if ckpt_path is not None:
+        check_checkpoint_file(ckpt_path)
+    return ckpt_path
 
 
 @rank_zero_only
@@ -59,3 +92,23 @@ def save_resolved_config(cfg: DictConfig) -> None:
     out = Path(cfg.paths.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, out / "config_resolved.yaml", resolve=True)
+
+
+@rank_zero_only
+def save_result(cfg: DictConfig, metric: str, value: float) -> None:
+    """result.json in the run directory: what sweeps summarize when they end."""
+    overrides, job = [], 0
+    if HydraConfig.initialized():
+        overrides = list(HydraConfig.get().overrides.task)
+        job = OmegaConf.select(HydraConfig.get(), "job.num", default=0, throw_on_missing=False) or 0
+    record = {"job": job, "metric": metric, "value": value, "overrides": overrides}
+    (Path(cfg.paths.output_dir) / "result.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def _finish_wandb(loggers: list) -> None:
+    from lightning.pytorch.loggers import WandbLogger
+
+    if any(isinstance(logger, WandbLogger) for logger in loggers):
+        import wandb
+
+        wandb.finish()

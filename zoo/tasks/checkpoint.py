@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import torch
 
 from zoo.models import MODEL_TYPES, ZooModel
+
+
+def check_checkpoint_file(path: str | Path) -> None:
+    """Fail early, with the path in the message, on a missing or unreadable checkpoint (before a run starts)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path.resolve()}; check ckpt_path")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated or foreign file is not one
+        raise ValueError(f"{path} is not a readable checkpoint (truncated or not written by torch.save)")
 
 
 def read_checkpoint(path: str | Path) -> dict:

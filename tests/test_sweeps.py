@@ -1,0 +1,78 @@
+"""Multirun grids, Optuna searches, multirun + DDP: one directory and one logger run per job, and a summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import run_script
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "test=false",
+         "model.num_samples=0", "callbacks.progress_bar=null"]
+
+
+def job_dirs(sweep_dir):
+    return sorted(p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def test_grid_multirun_has_a_directory_logger_and_result_per_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_script("train.py", "-m", "model.optimizer.lr=0.001,0.003", "data.batch_size=8,12", *SHORT,
+                        f"hydra.sweep.dir={sweep}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_dirs(sweep)
+    assert [j.name for j in jobs] == ["0", "1", "2", "3"]
+    seen = set()
+    for job in jobs:
+        assert (job / "csv" / "metrics.csv").is_file() and (job / "checkpoints" / "last.ckpt").is_file()
+        record = json.loads((job / "result.json").read_text())
+        assert record["metric"] == "val/loss" and record["value"] > 0
+        seen.add(tuple(sorted(record["overrides"])))
+    assert len(seen) == 4  # every combination ran once
+    table = (sweep / "summary.md").read_text().splitlines()
+    assert "model.optimizer.lr" in table[0] and "data.batch_size" in table[0] and len(table) == 2 + 4
+    assert (sweep / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_optuna_search_reports_the_best_trial(tmp_path):
+    sweep = tmp_path / "optuna"
+    result = run_script("train.py", "hparams_search=gpt_optuna", "hydra.sweeper.n_trials=3",
+                        "hydra.sweeper.sampler.n_startup_trials=2", *SHORT, f"hydra.sweep.dir={sweep}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = [json.loads((j / "result.json").read_text())["value"] for j in job_dirs(sweep)]
+    assert len(values) == 3
+    best = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert best["best_value"] == pytest.approx(min(values))
+    assert set(best["best_params"]) == {"model.optimizer.lr", "model.weight_decay", "model.net.dropout"}
+
+
+def test_sweep_fails_naming_a_metric_that_is_never_logged(tmp_path):
+    result = run_script("train.py", "-m", "model.optimizer.lr=0.001", "optimized_metric=val/bleu", *SHORT,
+                        f"hydra.sweep.dir={tmp_path / 's'}")
+    assert result.returncode != 0
+    assert "optimized_metric 'val/bleu' was never logged" in result.stderr
+
+
+def test_multirun_with_ddp_keeps_each_job_in_its_directory(tmp_path):
+    sweep = tmp_path / "ddp_sweep"
+    logs = tmp_path / "logs"
+    result = run_script("train.py", "-m", "trainer=ddp_sim", "model.optimizer.lr=0.001,0.003", *SHORT,
+                        f"hydra.sweep.dir={sweep}", f"paths.log_dir={logs}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [j.name for j in job_dirs(sweep)] == ["0", "1"]
+    for job in job_dirs(sweep):
+        assert (job / "checkpoints" / "last.ckpt").is_file()
+    assert not logs.exists()  # no rank wandered off into a run directory of its own
+
+
+def test_parallel_launcher_runs_jobs_in_separate_processes(tmp_path):
+    sweep = tmp_path / "parallel"
+    result = run_script("train.py", "-m", "hydra/launcher=parallel", "model.optimizer.lr=0.001,0.003", *SHORT,
+                        f"hydra.sweep.dir={sweep}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [j.name for j in job_dirs(sweep)] == ["0", "1"]
+    assert len((sweep / "summary.md").read_text().splitlines()) == 4
