@@ -92,7 +92,7 @@ def test_logger_configs(logger, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     cfg = compose_train(tmp_path, [f"logger={logger}"])
     loggers = build_loggers(cfg.get("logger"))
-    expected = {"csv": 1, "tensorboard": 1, "wandb": 1, "many_loggers": 2, "none": 0}[logger]
+    expected = {"csv": 1, "tensorboard": 1, "wandb": 1, "many_loggers": 3, "none": 0}[logger]
     assert len(loggers) == expected
 
 

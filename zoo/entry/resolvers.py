@@ -39,10 +39,7 @@ def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume) -> str:
         earlier = sorted(d for d in root.glob("*") if d.is_dir() and newest_checkpoint(d)) if root.is_dir() else []
         if earlier:
             return str(earlier[-1])
-        if ckpt_path == "last":
-            raise ValueError(
-                f"ckpt_path=last: no earlier run under {root} left a checkpoint; start without ckpt_path"
-            )
+        # Nothing to resume: a fresh directory; train.py then stops with a one-line error for ckpt_path=last.
     return f"{runs_root}/{fresh_name}"
 
 

@@ -80,7 +80,10 @@ def resolve_ckpt_path(cfg: DictConfig) -> str | None:
     if ckpt_path == "last" or (ckpt_path is None and cfg.get("auto_resume")):
         found = newest_checkpoint(cfg.paths.output_dir)
         if found is None and ckpt_path == "last":
-            raise ValueError(f"ckpt_path=last: no checkpoint in {cfg.paths.output_dir}/checkpoints")
+            raise ValueError(
+                f"ckpt_path=last: no earlier run of task '{cfg.task_name}' under {cfg.paths.log_dir} left a "
+                "checkpoint; start without ckpt_path, or give a checkpoint file"
+            )
         return None if found is None else str(found)
     if ckpt_path is not None:
         check_checkpoint_file(ckpt_path)
