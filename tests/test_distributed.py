@@ -1,0 +1,58 @@
+"""Real multi-process training on CPU over gloo: DDP equals one process; a simulated 2-node torchrun job runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, run_script
+
+pytestmark = pytest.mark.slow
+
+RUN = ["trainer.max_steps=10", "trainer.val_check_interval=10", "trainer.limit_val_batches=4", "test=false",
+       "trainer.deterministic=true", "model.num_samples=0", "callbacks.progress_bar=null", "seed=3"]
+
+
+def test_two_process_ddp_matches_one_process(tmp_path):
+    """Same global batch (12 = 2 ranks x 6): the ranks see the same samples as the single process, so the
+    final validation loss agrees up to float reduction order."""
+    values = {}
+    for trainer in ("cpu", "ddp_sim"):
+        result = run_script("train.py", f"trainer={trainer}", *RUN, f"hydra.run.dir={tmp_path / trainer}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        values[trainer] = json.loads((tmp_path / trainer / "result.json").read_text())["value"]
+    assert values["ddp_sim"] == pytest.approx(values["cpu"], rel=1e-5, abs=1e-5)
+    assert values["cpu"] < 4.0  # it trained
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_simulated_two_node_torchrun_job(tmp_path):
+    """torchrun --nnodes=2 --nproc-per-node=1 on localhost: Lightning reads ranks from the environment."""
+    port, run_dir = _free_port(), tmp_path / "multinode"
+    nodes = []
+    for node_rank in (0, 1):
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+                   f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
+                   str(ROOT / "train.py"), "trainer=multinode", "trainer.accelerator=cpu", "trainer.devices=1",
+                   "trainer.precision=32-true", "trainer.max_steps=4", "trainer.val_check_interval=2",
+                   "trainer.limit_val_batches=1", "test=false", "model.num_samples=0", "callbacks.progress_bar=null",
+                   f"hydra.run.dir={run_dir}"]
+        nodes.append(subprocess.Popen(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    for node, (_, err) in zip(nodes, outputs):
+        assert node.returncode == 0, err[-3000:]
+    logs = outputs[0][1] + outputs[1][1]
+    assert "MEMBER: 1/2" in logs and "MEMBER: 2/2" in logs
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
