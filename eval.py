@@ -4,6 +4,7 @@ import hydra
 from omegaconf import DictConfig
 
 from zoo.entry.errors import one_line_errors
+from zoo.entry.override_hint import suggest_nearest_key
 from zoo.entry.evaluate import evaluate
 
 
@@ -14,4 +15,5 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    with suggest_nearest_key("eval"):
+        main()

@@ -141,3 +141,9 @@ def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert checkpoint["global_step"] == 6
     assert not (Path.cwd() / "outputs").exists()
+
+
+def test_override_of_a_missing_key_suggests_the_nearest(tmp_path):
+    result = run_script("train.py", "trainer.max_step=5", f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0 and "Key 'max_step' is not in struct" in result.stderr
+    assert "did you mean 'trainer.max_steps'?" in result.stderr
