@@ -22,17 +22,21 @@ def job_dirs(sweep_dir):
 def test_grid_multirun_has_a_directory_logger_and_result_per_job(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_script("train.py", "-m", "model.optimizer.lr=0.001,0.003", "data.batch_size=8,12", *SHORT,
-                        f"hydra.sweep.dir={sweep}")
+                        "logger=many_loggers", f"hydra.sweep.dir={sweep}", env={"WANDB_MODE": "offline"})
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = job_dirs(sweep)
     assert [j.name for j in jobs] == ["0", "1", "2", "3"]
-    seen = set()
+    seen, wandb_runs = set(), set()
     for job in jobs:
         assert (job / "csv" / "metrics.csv").is_file() and (job / "checkpoints" / "last.ckpt").is_file()
+        assert list((job / "tensorboard").rglob("events.out.tfevents.*"))
+        (offline,) = (job / "wandb").glob("offline-run-*")  # exactly one wandb run per job
+        wandb_runs.add(offline.name.rsplit("-", 1)[1])
         record = json.loads((job / "result.json").read_text())
         assert record["metric"] == "val/loss" and record["value"] > 0
         seen.add(tuple(sorted(record["overrides"])))
     assert len(seen) == 4  # every combination ran once
+    assert len(wandb_runs) == 4  # four separate wandb runs, none merged
     table = (sweep / "summary.md").read_text().splitlines()
     assert "model.optimizer.lr" in table[0] and "data.batch_size" in table[0] and len(table) == 2 + 4
     assert (sweep / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
