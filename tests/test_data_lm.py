@@ -6,7 +6,6 @@ import functools
 import hashlib
 import http.server
 import threading
-from pathlib import Path
 
 import lightning as L
 import numpy as np

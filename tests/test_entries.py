@@ -147,3 +147,11 @@ def test_override_of_a_missing_key_suggests_the_nearest(tmp_path):
     result = run_script("train.py", "trainer.max_step=5", f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0 and "Key 'max_step' is not in struct" in result.stderr
     assert "did you mean 'trainer.max_steps'?" in result.stderr
+
+
+def test_bf16_mixed_with_clipping_and_fused_adamw(tmp_path):
+    """Lightning refuses fused optimizers with clipping under *-mixed precision; the task falls back and trains."""
+    result = run_script("train.py", "trainer.precision=bf16-mixed", "trainer.max_steps=3", "test=false",
+                        "trainer.val_check_interval=3", "trainer.limit_val_batches=1", f"hydra.run.dir={tmp_path}")
+    assert_ok(result)
+    assert "using the foreach implementation instead" in result.stdout + result.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import yaml
 
 from conftest import run_script
 

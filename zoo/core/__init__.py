@@ -5,6 +5,7 @@ This package imports nothing else of zoo.
 
 from .attention import ATTENTION_IMPLS, MultiHeadAttention
 from .block import Block, BlockStack
+from .decoding import beam_search, decode_tokens, length_penalty_factor
 from .embeddings import (
     LearnedPositionEmbedding,
     PatchEmbedding,
@@ -34,9 +35,12 @@ __all__ = [
     "SegmentEmbedding",
     "SinusoidalPositionEmbedding",
     "TokenEmbedding",
+    "beam_search",
     "build_attention_mask",
+    "decode_tokens",
     "filter_logits",
     "init_transformer_weights",
+    "length_penalty_factor",
     "make_norm",
     "sample_next_token",
     "scale_residual_projections",

@@ -51,6 +51,7 @@ class Block(nn.Module):
             inner_dropout=ff_inner_dropout,
             bias=bias,
             inner_norm=ff_inner_norm,
+            norm_eps=norm_eps,
         )
         self.norm2 = make_norm(norm, d_model, eps=norm_eps, bias=bias)
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()

@@ -26,6 +26,7 @@ class FeedForward(nn.Module):
         inner_dropout: float = 0.0,
         bias: bool = True,
         inner_norm: str | None = None,
+        norm_eps: float = 1e-5,
     ) -> None:
         """inner_dropout: dropout after the activation (torch.nn.Transformer has it; GPT-2 and BERT do not).
         inner_norm: a norm between the two layers (the BatchNorm ViT variant puts a BatchNorm there)."""
@@ -36,7 +37,7 @@ class FeedForward(nn.Module):
             raise ValueError(f"d_ff must be positive, got {d_ff}")
         self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
         self.act = ACTIVATIONS[activation]()
-        self.inner_norm = make_norm(inner_norm, d_ff) if inner_norm else nn.Identity()
+        self.inner_norm = make_norm(inner_norm, d_ff, eps=norm_eps) if inner_norm else nn.Identity()
         self.inner_dropout = nn.Dropout(inner_dropout) if inner_dropout else nn.Identity()
         self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()

@@ -1,15 +1,25 @@
 """Data: dataset files, tokenizers and DataModules. Imports neither zoo.models nor zoo.tasks."""
 
+from .bert_pretraining import BertPretrainingDataModule
+from .glue import GlueDataModule
+from .wordpiece import WordPieceTokenizer
+from .images import ImageClassificationDataModule
 from .lm import LanguageModelDataModule
 from .sources import DATASETS, DatasetFile, resolve_dataset
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
+from .translation import TranslationDataModule
+from .translation_tokenizer import TranslationTokenizer
 
 __all__ = [
+    "BertPretrainingDataModule", "GlueDataModule", "WordPieceTokenizer",
     "BPETokenizer",
     "CharTokenizer",
     "DATASETS",
     "DatasetFile",
+    "ImageClassificationDataModule",
     "LanguageModelDataModule",
     "resolve_dataset",
     "tokenizer_from_json",
+    "TranslationDataModule",
+    "TranslationTokenizer",
 ]

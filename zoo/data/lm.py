@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from .batching import per_device_batch_size
 from .resumable import ResumableShuffle
 from .sources import default_data_dir, resolve_dataset
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
@@ -153,16 +154,7 @@ class LanguageModelDataModule(L.LightningDataModule):
     # ---- Lightning hooks -----------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
         self._load()
-        world, accumulate = 1, 1
-        if self.trainer is not None:
-            world, accumulate = self.trainer.world_size, self.trainer.accumulate_grad_batches
-        share = world * accumulate
-        if self.hparams.batch_size % share:
-            raise ValueError(
-                f"data.batch_size={self.hparams.batch_size} (the global batch) is not divisible by "
-                f"world_size {world} x accumulate_grad_batches {accumulate}; pick a multiple of {share}"
-            )
-        self.per_device_batch_size = self.hparams.batch_size // share
+        self.per_device_batch_size = per_device_batch_size(self.hparams.batch_size, self.trainer)
 
     def _loader(self, dataset, sampler=None) -> DataLoader:
         return DataLoader(

@@ -90,4 +90,8 @@ def tokenizer_from_json(data: str):
         return CharTokenizer(spec["chars"])
     if spec.get("kind") == "bpe":
         return BPETokenizer(Tokenizer.from_str(spec["tokenizer"]))
+    if spec.get("kind") == "wordpiece":
+        from .wordpiece import WordPieceTokenizer  # the BERT tokenizer lives with the BERT data
+
+        return WordPieceTokenizer.from_json(data)
     raise ValueError(f"unknown tokenizer kind {spec.get('kind')!r}")

@@ -1,27 +1,110 @@
-"""Sample text from a causal-LM checkpoint."""
+"""Sample text from a causal-LM checkpoint, or translate with a seq2seq (Transformer) checkpoint."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 
-from zoo.data import tokenizer_from_json
-from zoo.tasks import load_model_from_checkpoint
+from zoo.data import TranslationTokenizer, tokenizer_from_json
+from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Sample from a GPT checkpoint written by train.py.")
+    p = argparse.ArgumentParser(
+        description="Sample from a GPT checkpoint, or translate with a Transformer checkpoint, written by train.py."
+    )
     p.add_argument("checkpoint", help="a .ckpt file, e.g. logs/.../checkpoints/last.ckpt")
-    p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    p.add_argument("--max-new-tokens", type=int, default=200)
-    p.add_argument("--num-samples", type=int, default=1)
-    p.add_argument("--temperature", type=float, default=0.8, help="0 for greedy decoding")
-    p.add_argument("--top-k", type=int, default=200)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--seed", type=int, default=1337)
+    t = p.add_argument_group("translation (Transformer checkpoints)")
+    t.add_argument("--source", action="append", default=None, metavar="SENTENCE",
+                   help="a sentence to translate; repeat for several")
+    t.add_argument("--input", default=None, metavar="FILE",
+                   help="a file of sentences to translate, one per line ('-' reads stdin); an empty line gives an "
+                        "empty translation")
+    t.add_argument("--beam-size", type=int, default=5, help="1 for greedy decoding (default: 5)")
+    t.add_argument("--length-penalty", type=float, default=0.6, help="GNMT's alpha (default: 0.6)")
+    t.add_argument("--max-len-b", type=int, default=50,
+                   help="a translation has at most source length + this many tokens (default: 50)")
+    t.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
+    s = p.add_argument_group("sampling (GPT checkpoints)")
+    s.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    s.add_argument("--max-new-tokens", type=int, default=200)
+    s.add_argument("--num-samples", type=int, default=1)
+    s.add_argument("--temperature", type=float, default=0.8, help="0 for greedy decoding")
+    s.add_argument("--top-k", type=int, default=200)
+    s.add_argument("--top-p", type=float, default=None)
+    s.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="cpu")
     return p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """What generate.py prints: translations, one per input sentence, for a seq2seq checkpoint; samples, each under
+    a header, otherwise."""
+    translating = args.source is not None or args.input is not None
+    if translating or read_checkpoint(args.checkpoint)["zoo"].get("task") == "seq2seq":
+        return translate(args)
+    return [f"----- sample {i} -----\n{text}" for i, text in enumerate(generate(args))]
+
+
+def read_sources(args: argparse.Namespace) -> list[str]:
+    if args.source is not None and args.input is not None:
+        raise ValueError("give sentences with --source or a file with --input, not both")
+    if args.source is not None:
+        return list(args.source)
+    if args.input is None:
+        raise ValueError("a Transformer checkpoint translates: give sentences with --source or a file with --input")
+    if args.input == "-":
+        return sys.stdin.read().splitlines()
+    path = Path(args.input)
+    if not path.is_file():
+        raise FileNotFoundError(f"input file not found: {path.resolve()}")
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def translate(args: argparse.Namespace) -> list[str]:
+    """Translate sentences with a seq2seq checkpoint; one output line per input line, in order.
+
+    Empty (or all-whitespace) lines translate to empty lines without being decoded. A sentence longer than the
+    model's max_len (in subword tokens, EOS included) is rejected with an error naming its line."""
+    model, info = load_model_from_checkpoint(args.checkpoint, task="seq2seq")
+    if info.get("tokenizer") is None:
+        raise ValueError(f"{args.checkpoint} has no tokenizer stored; it cannot turn text into tokens")
+    if args.beam_size < 1 or args.batch_size < 1 or args.max_len_b < 0:
+        raise ValueError("--beam-size and --batch-size must be >= 1 and --max-len-b >= 0")
+    tokenizer = TranslationTokenizer.from_json(info["tokenizer"])
+    sentences = read_sources(args)
+    limit = model.config.max_len
+    encoded = {}
+    for line, text in enumerate(sentences, start=1):
+        if not text.strip():
+            continue
+        ids = tokenizer.encode_source(text.strip())
+        if len(ids) > limit:
+            raise ValueError(
+                f"sentence {line} has {len(ids)} tokens but the model's max_len is {limit}; split or shorten it"
+            )
+        encoded[line - 1] = ids
+    device = torch.device(args.device)
+    model.to(device)
+    out = [""] * len(sentences)
+    order = sorted(encoded, key=lambda i: len(encoded[i]))  # similar lengths together: little padding
+    for start in range(0, len(order), args.batch_size):
+        rows = order[start : start + args.batch_size]
+        width = max(len(encoded[i]) for i in rows)
+        src = torch.full((len(rows), width), tokenizer.pad_id, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for r, i in enumerate(rows):
+            src[r, : len(encoded[i])] = torch.tensor(encoded[i])
+            mask[r, : len(encoded[i])] = 1
+        result = model.generate(src.to(device), mask.to(device), beam_size=args.beam_size,
+                                length_penalty=args.length_penalty,
+                                max_new_tokens=min(limit, width + args.max_len_b))
+        for r, i in enumerate(rows):
+            out[i] = tokenizer.decode(result[r].tolist())
+    return out
 
 
 def generate(args: argparse.Namespace) -> list[str]:

@@ -35,8 +35,10 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     hydra_ddp.install()
 
     datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
-    net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule))
-    task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule))
+    # _convert_="all": plain lists and dicts, never OmegaConf containers, reach the objects (and their checkpoints,
+    # which must load with weights_only=True).
+    net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule), _convert_="all")
+    task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule), _convert_="all")
     loggers += build_loggers(cfg.get("logger"))
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=build_callbacks(cfg.get("callbacks")), logger=loggers)
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from zoo.models import GPT, ZooModel
+from zoo.models import BERT
 
 from . import gpt2
+from . import bert
+from . import vit
 from .hf_files import read_config, read_weights, write_checkpoint
 
 # Hugging Face model_type -> converter module with load(config, weights) and save(model).
 _LOADERS = {"gpt2": gpt2}
+_LOADERS["bert"] = bert
+_LOADERS["vit"] = vit
 _SAVERS = {GPT: gpt2}
+_SAVERS[BERT] = bert
+_SAVERS[vit.ViT] = vit
 
 
 def load_hf(path: str | Path) -> ZooModel:

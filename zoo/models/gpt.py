@@ -16,8 +16,8 @@ from zoo.core import (
     LearnedPositionEmbedding,
     TokenEmbedding,
     build_attention_mask,
+    decode_tokens,
     init_transformer_weights,
-    sample_next_token,
     scale_residual_projections,
 )
 
@@ -165,25 +165,30 @@ class GPT(ZooModel):
         self.eval()
         mask = None if attention_mask is None else attention_mask.to(torch.bool)
         cache = KVCache(self.config.n_layer) if use_cache else None
-        tokens, step_input = idx, idx
-        finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
-        for _ in range(max_new_tokens):
+
+        def next_logits(generated: torch.Tensor) -> torch.Tensor:
+            nonlocal cache
+            tokens = torch.cat([idx, generated], dim=1)
+            full_mask = None if mask is None else torch.cat([mask, mask.new_ones(generated.shape)], dim=1)
             if cache is not None and tokens.shape[1] > block:
                 cache = None  # positions would run past the learned table: slide a window from now on
             if cache is not None:
-                logits = self(step_input, attention_mask=mask, cache=cache)[:, -1]
-            else:
-                window_mask = None if mask is None else mask[:, -block:]
-                logits = self(tokens[:, -block:], attention_mask=window_mask)[:, -1]
-            nxt = sample_next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-            if eos_token_id is not None:
-                nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
-                finished |= nxt == eos_token_id
-            step_input = nxt[:, None]
-            tokens = torch.cat([tokens, step_input], dim=1)
-            if mask is not None:
-                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-            if eos_token_id is not None and bool(finished.all()):
-                break
+                step_input = idx if generated.shape[1] == 0 else generated[:, -1:]
+                return self(step_input, attention_mask=full_mask, cache=cache)[:, -1]
+            window_mask = None if full_mask is None else full_mask[:, -block:]
+            return self(tokens[:, -block:], attention_mask=window_mask)[:, -1]
+
+        generated = decode_tokens(
+            next_logits,
+            max_new_tokens,
+            batch_size=idx.shape[0],
+            device=idx.device,
+            eos_token_id=eos_token_id,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            generator=generator,
+        )
+        tokens = torch.cat([idx, generated], dim=1)
         self.train(was_training)
         return tokens

@@ -14,7 +14,7 @@ from torchmetrics.text import Perplexity
 
 from zoo.models import ZooModel
 
-from .optim import param_groups
+from .common import configure_optimizers, zoo_checkpoint_info
 from .text_logging import log_text
 from .throughput import peak_flops
 
@@ -88,11 +88,7 @@ class CausalLMTask(L.LightningModule):
             self.log("train/mfu", flops / self._peak)
 
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(param_groups(self.net, self.hparams.weight_decay))
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = self.scheduler_factory(optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return configure_optimizers(self)
 
     # ---- evaluation ----------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx: int) -> None:
@@ -139,11 +135,4 @@ class CausalLMTask(L.LightningModule):
     # ---- checkpoints ---------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Everything needed to rebuild the model and its tokenizer without the config or the data folder.
-        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        checkpoint["zoo"] = {
-            "task": self.task_name,
-            "datamodule": None if datamodule is None else f"{type(datamodule).__module__}.{type(datamodule).__qualname__}",
-            "model_type": self.net.model_type,
-            "model_config": self.net.config_dict(),
-            "tokenizer": None if self.tokenizer is None else self.tokenizer.to_json(),
-        }
+        checkpoint["zoo"] = zoo_checkpoint_info(self, self.tokenizer)

@@ -21,6 +21,22 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
+def build_optimizer(factory, params, trainer=None) -> torch.optim.Optimizer:
+    """Complete an optimizer partial. Lightning refuses gradient clipping with a fused optimizer under *-mixed
+    precision (it assumes a grad scaler unscales inside step()), so there the fused kernel is swapped for the
+    foreach one, with a message; fp32 and bf16-true keep it."""
+    keywords = dict(getattr(factory, "keywords", {}))
+    if keywords.get("fused") and trainer is not None:
+        mixed = str(trainer.precision).endswith("-mixed")
+        if mixed and (trainer.gradient_clip_val or 0) > 0:
+            from lightning.pytorch.utilities import rank_zero_info
+
+            rank_zero_info("fused optimizer + gradient clipping is refused by Lightning under mixed precision; "
+                           "using the foreach implementation instead")
+            return factory(params, fused=False)
+    return factory(params)
+
+
 def warmup_cosine(
     optimizer: torch.optim.Optimizer, *, warmup_steps: int, max_steps: int, min_lr_ratio: float = 0.1
 ) -> LambdaLR:

@@ -1,0 +1,87 @@
+"""train.py / eval.py with the ViT configs, run as a user runs them (subprocesses, real MNIST files)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+from PIL import Image
+
+from conftest import run_script
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=2",
+         "++trainer.limit_test_batches=2", "trainer.log_every_n_steps=1"]
+
+
+def assert_ok(result) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def vit_run(tmp_path_factory, data_dir):
+    """The tuned recipe for three steps: fit, validation with pictures, test, checkpoint."""
+    run_dir = tmp_path_factory.mktemp("vit_mnist")
+    assert_ok(run_script("train.py", "experiment=vit_mnist", *SHORT, f"hydra.run.dir={run_dir}"))
+    return run_dir
+
+
+def test_fast_dev_run_of_model_vit(tmp_path, data_dir):
+    assert_ok(run_script("train.py", "model=vit", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}"))
+
+
+def test_vit_mnist_logs_metrics_pictures_and_checkpoint(vit_run):
+    rows = list(csv.DictReader(open(vit_run / "csv" / "metrics.csv")))
+    assert [r for r in rows if r.get("val/acc")] and [r for r in rows if r.get("test/acc")]
+    assert all(0 <= float(r["test/acc"]) <= float(r["test/acc_top5"]) <= 1 for r in rows if r.get("test/acc"))
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    assert len(losses) == 3 and all(0 < v < 5 for v in losses)
+    images = {p.name for p in (vit_run / "csv" / "images").iterdir()}
+    assert {"val_confusion_matrix_step000003.png", "val_attention_rollout_step000003.png"} <= images
+    with Image.open(vit_run / "csv" / "images" / "val_confusion_matrix_step000003.png") as picture:
+        assert picture.width > 100 and picture.mode == "RGB"
+    checkpoint = torch.load(vit_run / "checkpoints" / "last.ckpt", weights_only=True)
+    zoo = checkpoint["zoo"]
+    assert zoo["task"] == "image_classification" and zoo["model_type"] == "vit"
+    assert (zoo["model_config"]["image_size"], zoo["model_config"]["in_channels"]) == (28, 1)
+    assert not any("_orig_mod" in k for k in checkpoint["state_dict"])
+
+
+def test_eval_on_the_test_split(vit_run, tmp_path):
+    result = run_script("eval.py", f"ckpt_path={vit_run / 'checkpoints' / 'last.ckpt'}", "split=test",
+                        "++trainer.limit_test_batches=2", f"hydra.run.dir={tmp_path}")
+    assert_ok(result)
+    assert "test/acc" in result.stdout
+
+
+def test_batchnorm_variant_trains(tmp_path, data_dir):
+    run_dir = tmp_path / "bn"
+    result = run_script("train.py", "model=vit_bn", *SHORT, "test=false", "callbacks=none", f"hydra.run.dir={run_dir}")
+    assert_ok(result)
+    rows = list(csv.DictReader(open(run_dir / "csv" / "metrics.csv")))
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    assert len(losses) == 3 and all(0 < v < 5 for v in losses)
+
+
+def test_model_data_mismatch_is_a_one_line_error(tmp_path, data_dir):
+    result = run_script("train.py", "model=vit", "model.net.in_channels=3", f"hydra.run.dir={tmp_path}")
+    assert_one_line_error(result, "in_channels=3 does not match the data", "in_channels=1")
+
+
+def test_image_folder_with_empty_class_is_a_one_line_error(tmp_path):
+    root = tmp_path / "pets"
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(root / "cat" / "a.png")
+    result = run_script("train.py", "model=vit", "data=image_folder", f"data.image_folder={root}",
+                        f"hydra.run.dir={tmp_path / 'run'}")
+    assert_one_line_error(result, str(root / "dog"), "hold no images")

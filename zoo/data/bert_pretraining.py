@@ -1,0 +1,412 @@
+"""BERT pretraining data: documents -> sentences -> next-sentence pairs -> masked-LM inputs.
+
+The pair recipe is the original one (create_pretraining_data.py of google-research/bert): sentences of a document
+accumulate into a chunk of about block_size tokens (sometimes shorter, `short_seq_prob`); a random cut makes A;
+half the time B is the rest of the chunk (label 0), otherwise B is drawn from another document (label 1) and the
+chunk's unused sentences are put back for the next pair. One deviation: a one-sentence chunk that should get its
+true continuation borrows the next sentence instead of forcing a random B. Each pass over the corpus
+(`dupe_factor` of them) draws new pairs. Masking happens per batch, so every epoch sees new masks; validation
+masks are drawn once (fixed seed) so that validation numbers are comparable across evaluations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .batching import per_device_batch_size
+from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
+from .sources import default_data_dir, resolve_dataset
+from .wordpiece import WordPieceTokenizer
+
+DOCUMENT_FORMATS = ("blank_lines", "wikitext")
+
+# A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or opening quote/bracket.
+# Good enough for Wikipedia prose; "H. americanus" (lower case after) stays one sentence.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_WIKITEXT_TITLE = re.compile(r"^ ?= [^=].* = ?$")  # " = Title = " starts an article; " = = Section = = " does not
+_WIKITEXT_HEADING = re.compile(r"^ ?(= )+.*( =)+ ?$")
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def read_documents(text: str, document_format: str) -> list[list[str]]:
+    """Documents as lists of sentences. "blank_lines": blank lines separate documents (BERT's input format);
+    "wikitext": a ` = Title = ` line starts an article, section headings are dropped, blank lines are not breaks."""
+    if document_format not in DOCUMENT_FORMATS:
+        raise ValueError(f"unknown document_format '{document_format}'; choose one of {', '.join(DOCUMENT_FORMATS)}")
+    documents: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if document_format == "wikitext":
+            if _WIKITEXT_TITLE.match(line):
+                documents.append([])
+                continue
+            if _WIKITEXT_HEADING.match(line):
+                continue
+        elif not line.strip():
+            documents.append([])
+            continue
+        documents[-1].extend(split_sentences(line))
+    return [d for d in documents if d]
+
+
+@dataclass
+class NSPPair:
+    tokens_a: list[int]
+    tokens_b: list[int]
+    is_random_next: bool
+    document_a: int  # index of the document A comes from
+    document_b: int  # ... and B (equal unless is_random_next)
+
+
+def truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Random) -> None:
+    """Shorten the longer segment, one token at a time from its front or back at random (in place)."""
+    while len(a) + len(b) > max_tokens:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def make_nsp_pairs(
+    documents: list[list[list[int]]],
+    max_seq_length: int,
+    rng: random.Random,
+    *,
+    short_seq_prob: float = 0.1,
+    random_next_prob: float = 0.5,
+) -> list[NSPPair]:
+    """One pass over tokenized documents (lists of sentences of ids). Every pair fits [CLS] A [SEP] B [SEP]
+    in max_seq_length tokens."""
+    if len(documents) < 2:
+        raise ValueError(f"next-sentence pairs need at least 2 documents, the corpus has {len(documents)}; "
+                         "separate documents with blank lines (or use document_format=wikitext)")
+    max_tokens = max_seq_length - 3
+    if max_tokens < 2:
+        raise ValueError(f"block_size={max_seq_length} is too short for [CLS] A [SEP] B [SEP]")
+    pairs: list[NSPPair] = []
+    for doc_index, document in enumerate(documents):
+        target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+        chunk: list[list[int]] = []
+        length = 0
+        i = 0
+        while i < len(document):
+            chunk.append(document[i])
+            length += len(document[i])
+            if i == len(document) - 1 or length >= target:
+                is_random = rng.random() < random_next_prob
+                if not is_random and len(chunk) == 1 and i + 1 < len(document):
+                    # A one-sentence chunk has no B of its own: borrow the next sentence rather than forcing a
+                    # random B as the original script does, which skews the labels towards "random".
+                    i += 1
+                    chunk.append(document[i])
+                a_end = 1 if len(chunk) < 2 else rng.randint(1, len(chunk) - 1)
+                tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
+                if len(chunk) == 1 or is_random:
+                    other = rng.randrange(len(documents) - 1)
+                    other += other >= doc_index  # any document but this one
+                    source = documents[other]
+                    tokens_b: list[int] = []
+                    for sentence in source[rng.randrange(len(source)):]:
+                        tokens_b.extend(sentence)
+                        if len(tokens_b) >= target - len(tokens_a):
+                            break
+                    i -= len(chunk) - a_end  # the unused sentences are put back
+                    pair = NSPPair(tokens_a, tokens_b, True, doc_index, other)
+                else:
+                    tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
+                    pair = NSPPair(tokens_a, tokens_b, False, doc_index, doc_index)
+                truncate_pair(pair.tokens_a, pair.tokens_b, max_tokens, rng)
+                if pair.tokens_a and pair.tokens_b:
+                    pairs.append(pair)
+                chunk, length = [], 0
+                target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+            i += 1
+    return pairs
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    maskable: torch.Tensor,
+    *,
+    mask_id: int,
+    replacement_ids: torch.Tensor,
+    mlm_probability: float = 0.15,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking. In each row, round(mlm_probability x the maskable tokens) of them (at least one) are
+    chosen; of those 80% become [MASK], 10% a random token from `replacement_ids`, 10% stay. Returns (inputs,
+    labels) with labels = the original id where chosen and -100 elsewhere. `maskable` is False on special
+    tokens and padding."""
+    maskable = maskable.to(torch.bool)
+    count = maskable.sum(dim=1)
+    k = torch.minimum((count.float() * mlm_probability).round().long().clamp(min=1), count)
+    # A random order of the maskable positions (others sort last); the first k of each row are chosen.
+    scores = torch.rand(input_ids.shape, generator=generator).masked_fill(~maskable, 2.0)
+    rank = scores.argsort(dim=1).argsort(dim=1)
+    chosen = rank < k[:, None]
+    labels = input_ids.masked_fill(~chosen, -100)
+    action = torch.rand(input_ids.shape, generator=generator)
+    to_mask = chosen & (action < 0.8)
+    to_random = chosen & (action >= 0.8) & (action < 0.9)
+    random_ids = replacement_ids[torch.randint(len(replacement_ids), input_ids.shape, generator=generator)]
+    inputs = input_ids.masked_fill(to_mask, mask_id)
+    inputs = torch.where(to_random, random_ids, inputs)
+    return inputs, labels
+
+
+class PretrainingCollator:
+    """Pads a list of pairs and masks them (training), or pads pairs that were masked once (validation)."""
+
+    def __init__(self, tokenizer: WordPieceTokenizer, *, block_size: int, pad_to: str, mlm_probability: float):
+        self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
+        self.special = torch.tensor(sorted(tokenizer.special_ids))
+        ids = torch.arange(tokenizer.vocab_size)
+        self.replacement_ids = ids[~torch.isin(ids, self.special)]
+        self.block_size, self.pad_to, self.mlm_probability = block_size, pad_to, mlm_probability
+
+    def mask(self, input_ids: torch.Tensor, generator: torch.Generator | None = None):
+        maskable = ~torch.isin(input_ids, self.special)
+        return mask_tokens(input_ids, maskable, mask_id=self.mask_id, replacement_ids=self.replacement_ids,
+                           mlm_probability=self.mlm_probability, generator=generator)
+
+    def __call__(self, items: list[dict]) -> EncoderBatch:
+        length = padded_length([it["input_ids"] for it in items], self.pad_to, self.block_size)
+        input_ids = pad_sequences([it["input_ids"] for it in items], length, self.pad_id)
+        if "labels" in items[0]:
+            labels = pad_sequences([it["labels"] for it in items], length, -100)
+        else:
+            input_ids, labels = self.mask(input_ids)
+        return EncoderBatch(
+            input_ids=input_ids,
+            token_type_ids=pad_sequences([it["token_type_ids"] for it in items], length, 0),
+            attention_mask=pad_sequences([[1] * len(it["input_ids"]) for it in items], length, 0),
+            labels=labels,
+            nsp_labels=torch.tensor([it["nsp_label"] for it in items], dtype=torch.long),
+        )
+
+
+class PairDataset(Dataset):
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.items[index]
+
+
+class BertPretrainingDataModule(L.LightningDataModule):
+    """MLM + NSP data from plain-text files.
+
+    Files are `train_files` / `val_files`, relative to the data folder unless absolute; without `val_files` the
+    last `val_fraction` of the training documents is held out. `dataset` names a registered dataset whose files
+    must be present (or downloaded with download=true) before they are read. The WordPiece vocabulary is trained
+    on the training documents and cached, unless `vocab_file` gives a BERT vocab.txt.
+
+    `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
+    """
+
+    def __init__(
+        self,
+        train_files: list[str],
+        val_files: list[str] | None = None,
+        dataset: str | None = None,
+        document_format: str = "blank_lines",
+        vocab_file: str | None = None,
+        vocab_size: int = 8192,
+        lowercase: bool = True,
+        block_size: int = 128,
+        batch_size: int = 32,
+        pad_to: str = "max_length",
+        mlm_probability: float = 0.15,
+        short_seq_prob: float = 0.1,
+        random_next_prob: float = 0.5,
+        dupe_factor: int = 5,
+        val_fraction: float = 0.1,
+        max_documents: int | None = None,
+        seed: int = 12345,
+        num_workers: int = 0,
+        data_dir: str | None = None,
+        cache_dir: str | None = None,
+        download: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if not train_files:
+            raise ValueError("data.train_files is empty; list the text files to pretrain on")
+        if document_format not in DOCUMENT_FORMATS:
+            raise ValueError(f"unknown document_format '{document_format}'; choose one of {', '.join(DOCUMENT_FORMATS)}")
+        if pad_to not in PAD_TO:
+            raise ValueError(f"unknown pad_to '{pad_to}'; choose one of {', '.join(PAD_TO)}")
+        if not 0.0 < mlm_probability < 1.0 or not 0.0 <= random_next_prob <= 1.0:
+            raise ValueError(f"mlm_probability ({mlm_probability}) must be in (0, 1) and random_next_prob "
+                             f"({random_next_prob}) in [0, 1]")
+        if block_size < 5 or batch_size <= 0 or dupe_factor <= 0:
+            raise ValueError(f"need block_size >= 5 (got {block_size}), batch_size > 0 (got {batch_size}) and "
+                             f"dupe_factor > 0 (got {dupe_factor})")
+        if val_files is None and not 0.0 < val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self._tokenizer: WordPieceTokenizer | None = None
+        self._datasets: dict[str, PairDataset] = {}
+        self.per_device_batch_size = batch_size
+
+    # ---- files, documents, tokenizer ---------------------------------------------------------------------
+    def _path(self, name: str) -> Path:
+        path = Path(name)
+        return path if path.is_absolute() else self.data_dir / path
+
+    def _files(self) -> tuple[list[Path], list[Path] | None]:
+        hp = self.hparams
+        if hp.dataset is not None:
+            resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download)
+        train = [self._path(p) for p in hp.train_files]
+        val = [self._path(p) for p in hp.val_files] if hp.val_files else None
+        for path in train + (val or []):
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"text file not found: {path.resolve()}; check data.train_files / data.val_files (relative "
+                    f"paths are below the data folder {self.data_dir}, set by ZOO_DATA_DIR)"
+                )
+        return train, val
+
+    def _documents(self, paths: list[Path]) -> list[list[str]]:
+        text = "\n\n".join(p.read_text(encoding="utf-8") for p in paths)
+        documents = read_documents(text, self.hparams.document_format)
+        if self.hparams.max_documents is not None:
+            documents = documents[: self.hparams.max_documents]
+        return documents
+
+    def _split(self) -> tuple[list[list[str]], list[list[str]]]:
+        train_files, val_files = self._files()
+        train = self._documents(train_files)
+        if val_files is not None:
+            return train, self._documents(val_files)
+        cut = max(1, round(len(train) * (1 - self.hparams.val_fraction)))
+        if cut >= len(train) - 1:
+            raise ValueError(f"{len(train)} documents are too few to hold out a validation set of 2; "
+                             "give data.val_files or more text")
+        return train[:cut], train[cut:]
+
+    def _tokenizer_path(self, train_files: list[Path]) -> Path:
+        hp = self.hparams
+        digest = hashlib.sha256()
+        for path in train_files:
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+        digest.update(json.dumps([hp.vocab_size, hp.lowercase, hp.document_format, hp.max_documents]).encode())
+        name = hp.dataset or train_files[0].stem
+        return self.cache_dir / f"{name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}" / "tokenizer.json"
+
+    def prepare_data(self) -> None:
+        """Train the WordPiece vocabulary once; later runs (and other ranks) read the cached file."""
+        if self.hparams.vocab_file is not None:
+            return
+        train_files, _ = self._files()
+        path = self._tokenizer_path(train_files)
+        if path.is_file():
+            return
+        documents = self._split()[0]
+        tokenizer = WordPieceTokenizer.train((" ".join(d) for d in documents), self.hparams.vocab_size,
+                                             lowercase=self.hparams.lowercase)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(tokenizer.to_json(), encoding="utf-8")
+        os.replace(tmp, path)
+
+    @property
+    def tokenizer(self) -> WordPieceTokenizer:
+        if self._tokenizer is None:
+            hp = self.hparams
+            if hp.vocab_file is not None:
+                self._tokenizer = WordPieceTokenizer.from_vocab_file(self._path(hp.vocab_file), lowercase=hp.lowercase)
+            else:
+                self.prepare_data()
+                path = self._tokenizer_path(self._files()[0])
+                self._tokenizer = WordPieceTokenizer.from_json(path.read_text(encoding="utf-8"))
+        return self._tokenizer
+
+    @property
+    def model_fields(self) -> dict:
+        """Model config fields this data determines (filled into `model.net` by train.py)."""
+        return {"vocab_size": self.tokenizer.vocab_size, "pad_token_id": self.tokenizer.pad_id}
+
+    @property
+    def task_inputs(self) -> dict:
+        return {"tokenizer": self.tokenizer}
+
+    # ---- pairs ----------------------------------------------------------------------------------------
+    def _encode(self, documents: list[list[str]]) -> list[list[list[int]]]:
+        flat = [s for d in documents for s in d]
+        ids = iter(self.tokenizer.encode_batch(flat))
+        encoded = [[next(ids) for _ in d] for d in documents]
+        return [[s for s in d if s] for d in encoded if any(d)]
+
+    def build_items(self, documents: list[list[str]], *, passes: int, seed: int) -> list[dict]:
+        """Pairs from `passes` passes over the documents, as [CLS] A [SEP] B [SEP] with segment ids."""
+        hp = self.hparams
+        encoded = self._encode(documents)
+        rng = random.Random(seed)
+        items = []
+        for _ in range(passes):
+            for pair in make_nsp_pairs(encoded, hp.block_size, rng, short_seq_prob=hp.short_seq_prob,
+                                       random_next_prob=hp.random_next_prob):
+                ids, segments = self.tokenizer.build_pair(pair.tokens_a, pair.tokens_b)
+                items.append({"input_ids": ids, "token_type_ids": segments, "nsp_label": int(pair.is_random_next)})
+        return items
+
+    def collator(self) -> PretrainingCollator:
+        hp = self.hparams
+        return PretrainingCollator(self.tokenizer, block_size=hp.block_size, pad_to=hp.pad_to,
+                                   mlm_probability=hp.mlm_probability)
+
+    # ---- Lightning hooks -------------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        self.per_device_batch_size = per_device_batch_size(self.hparams.batch_size, self.trainer)
+        if self._datasets:
+            return
+        train_docs, val_docs = self._split()
+        seed = self.hparams.seed
+        self._datasets["train"] = PairDataset(self.build_items(train_docs, passes=self.hparams.dupe_factor, seed=seed))
+        val_items = self.build_items(val_docs, passes=1, seed=seed + 1)
+        # Validation masks are drawn once, so every evaluation scores the same predictions.
+        collator, generator = self.collator(), torch.Generator().manual_seed(seed + 2)
+        for item in val_items:
+            inputs, labels = collator.mask(torch.tensor([item["input_ids"]]), generator)
+            item["input_ids"], item["labels"] = inputs[0].tolist(), labels[0].tolist()
+        self._datasets["val"] = PairDataset(val_items)
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            self._datasets[split],
+            batch_size=self.per_device_batch_size,
+            shuffle=shuffle,
+            drop_last=shuffle,
+            collate_fn=self.collator(),
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)

@@ -1,0 +1,300 @@
+"""Translation DataModule: parallel text -> subword BPE (cached) -> batches by token count, bucketed by length.
+
+Multi30k (German-English image descriptions) is the named dataset: `<split>.de.gz` / `<split>.en.gz`, aligned by
+line, with the splits train / val / test_2016_flickr. German to English by default; swap source_lang and
+target_lang for English to German.
+
+What happens to awkward input:
+- parallel files with different line counts: ValueError naming both files and both counts.
+- a pair with an empty (or all-whitespace) side: skipped, with a warning that counts them. An empty sentence has
+  nothing to learn from and no reference to score.
+- a pair longer than `max_length` tokens on either side (EOS included): dropped from training (with a warning);
+  in val/test the sides are truncated to max_length (with a warning), so the evaluation set stays complete.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .sources import default_data_dir, resolve_dataset
+from .translation_tokenizer import BOS_ID, EOS_ID, PAD_ID, TranslationTokenizer
+
+SPLITS = ("train", "val", "test")
+
+
+def read_lines(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def read_parallel(source_path: Path, target_path: Path) -> tuple[list[str], list[str]]:
+    """Both sides of a parallel corpus, stripped, after dropping pairs with an empty side."""
+    source, target = read_lines(source_path), read_lines(target_path)
+    if len(source) != len(target):
+        raise ValueError(
+            f"parallel files differ in length: {source_path} has {len(source)} lines but {target_path} has "
+            f"{len(target)}; line i of one must translate line i of the other"
+        )
+    pairs = [(s.strip(), t.strip()) for s, t in zip(source, target)]
+    kept = [(s, t) for s, t in pairs if s and t]
+    if len(kept) < len(pairs):
+        warnings.warn(f"{source_path.name}/{target_path.name}: skipped {len(pairs) - len(kept)} pairs with an empty side")
+    if not kept:
+        raise ValueError(f"{source_path} and {target_path} hold no pair with text on both sides")
+    return [s for s, _ in kept], [t for _, t in kept]
+
+
+def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, seed: int | None) -> list[np.ndarray]:
+    """Group sentence indices into batches of at most `max_tokens` padded tokens (sentences x the longest side).
+
+    Sentences are sorted by length first (bucketing), so that a batch holds similar lengths and little padding;
+    with a seed, equal lengths are shuffled. A single pair longer than max_tokens forms a batch of its own.
+    """
+    n = len(src_lens)
+    tie_break = np.random.default_rng(seed).permutation(n) if seed is not None else np.arange(n)
+    order = np.lexsort((tie_break, tgt_lens, src_lens))
+    batches, start, longest = [], 0, 0
+    for pos, i in enumerate(order):
+        longest_with_i = max(longest, src_lens[i], tgt_lens[i])
+        if pos > start and longest_with_i * (pos - start + 1) > max_tokens:
+            batches.append(order[start:pos])
+            start, longest_with_i = pos, max(src_lens[i], tgt_lens[i])
+        longest = longest_with_i
+    if start < n:
+        batches.append(order[start:])
+    return batches
+
+
+class TokenBatches(Dataset):
+    """A dataset whose items are whole, padded batches (so that a DistributedSampler shards batches, not
+    sentences, and Lightning needs no custom batch sampler)."""
+
+    def __init__(self, src: list[np.ndarray], tgt: list[np.ndarray], batches: list[np.ndarray],
+                 src_text: list[str] | None = None, tgt_text: list[str] | None = None) -> None:
+        self.src, self.tgt, self.batches = src, tgt, batches
+        self.src_text, self.tgt_text = src_text, tgt_text
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> dict:
+        idx = self.batches[i]
+        src = [self.src[j] for j in idx]
+        tgt = [self.tgt[j] for j in idx]
+        n, s, t = len(idx), max(len(x) for x in src), max(len(y) for y in tgt) + 1
+        batch = {
+            "src": torch.full((n, s), PAD_ID, dtype=torch.long),
+            "src_mask": torch.zeros(n, s, dtype=torch.long),
+            "tgt_in": torch.full((n, t), PAD_ID, dtype=torch.long),  # BOS + y
+            "labels": torch.full((n, t), PAD_ID, dtype=torch.long),  # y + EOS; padding is ignored by the loss
+        }
+        for row, (x, y) in enumerate(zip(src, tgt)):
+            y = torch.from_numpy(y.astype(np.int64))
+            batch["src"][row, : len(x)] = torch.from_numpy(x.astype(np.int64))
+            batch["src_mask"][row, : len(x)] = 1
+            batch["tgt_in"][row, 0] = BOS_ID
+            batch["tgt_in"][row, 1 : len(y) + 1] = y
+            batch["labels"][row, : len(y)] = y
+            batch["labels"][row, len(y)] = EOS_ID
+        if self.tgt_text is not None:  # evaluation: the raw text, for BLEU references and logged examples
+            batch["src_text"] = [self.src_text[j] for j in idx]
+            batch["ref_text"] = [self.tgt_text[j] for j in idx]
+        return batch
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Parallel-text data for sequence-to-sequence translation.
+
+    `max_tokens` is the global batch in padded tokens per side; each device gets max_tokens / (world_size x
+    accumulate_grad_batches). `vocab_size` is the joint BPE's size, or each language's with joint_vocab=false.
+    """
+
+    def __init__(
+        self,
+        dataset: str = "multi30k",
+        source_lang: str = "de",
+        target_lang: str = "en",
+        train_split: str = "train",
+        val_split: str = "val",
+        test_split: str = "test_2016_flickr",
+        vocab_size: int = 8000,
+        joint_vocab: bool = True,
+        max_tokens: int = 4096,
+        max_length: int = 256,
+        seed: int = 0,
+        num_workers: int = 0,
+        data_dir: str | None = None,
+        cache_dir: str | None = None,
+        download: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if source_lang == target_lang:
+            raise ValueError(f"source_lang and target_lang are both '{source_lang}'; pick two languages")
+        if vocab_size < 64 or max_tokens <= 0 or max_length < 2:
+            raise ValueError(
+                f"need vocab_size >= 64 (got {vocab_size}), max_tokens > 0 (got {max_tokens}) "
+                f"and max_length >= 2 (got {max_length})"
+            )
+        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self._tokenizer: TranslationTokenizer | None = None
+        self._encoded: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        self._text: dict[str, tuple[list[str], list[str]]] = {}
+        self.per_device_max_tokens = max_tokens
+
+    # ---- files and cache -----------------------------------------------------------------------------
+    def split_files(self, split: str) -> tuple[Path, Path]:
+        hp = self.hparams
+        name = {"train": hp.train_split, "val": hp.val_split, "test": hp.test_split}[split]
+        paths = {p.name: p for p in resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download)}
+        files = []
+        for lang in (hp.source_lang, hp.target_lang):
+            file = f"{name}.{lang}.gz"
+            if file not in paths:
+                langs = sorted({p.split(".")[-2] for p in paths})
+                raise ValueError(f"dataset '{hp.dataset}' has no {file}; its languages are {', '.join(langs)}")
+            files.append(paths[file])
+        return files[0], files[1]
+
+    def _cache_folder(self) -> Path:
+        hp = self.hparams
+        digest = hashlib.sha256()
+        for split in SPLITS:
+            for path in self.split_files(split):
+                digest.update(path.name.encode() + path.read_bytes())
+        digest.update(json.dumps([hp.vocab_size, hp.joint_vocab, hp.max_length]).encode())
+        vocab = f"{'joint' if hp.joint_vocab else 'sep'}{hp.vocab_size}"
+        return self.cache_dir / f"{hp.dataset}-{hp.source_lang}-{hp.target_lang}-{vocab}-{digest.hexdigest()[:16]}"
+
+    def prepare_data(self) -> None:
+        """Train the BPE on the training split and encode every split once; later runs reuse the cache."""
+        folder = self._cache_folder()
+        if (folder / "tokenizer.json").is_file():
+            return
+        hp = self.hparams
+        src, tgt = read_parallel(*self.split_files("train"))
+        tokenizer = TranslationTokenizer.train(src, tgt, vocab_size=hp.vocab_size, joint=hp.joint_vocab,
+                                               source_lang=hp.source_lang, target_lang=hp.target_lang)
+        folder.mkdir(parents=True, exist_ok=True)
+        for split in SPLITS:
+            if split != "train":
+                src, tgt = read_parallel(*self.split_files(split))
+            arrays = {}
+            for side, ids in (("src", tokenizer.encode_source_batch(src)), ("tgt", tokenizer.encode_target_batch(tgt))):
+                arrays[f"{side}_ids"] = np.fromiter((i for row in ids for i in row), dtype=np.int32)
+                arrays[f"{side}_lens"] = np.array([len(row) for row in ids], dtype=np.int32)
+            tmp = folder / f".{split}.{os.getpid()}.npz"
+            np.savez(tmp, **arrays)
+            os.replace(tmp, folder / f"{split}.npz")
+        tmp = folder / f".tokenizer.{os.getpid()}.json"
+        tmp.write_text(tokenizer.to_json())
+        os.replace(tmp, folder / "tokenizer.json")  # written last: marks the cache complete
+
+    def _load(self) -> None:
+        if self._tokenizer is not None:
+            return
+        self.prepare_data()
+        folder = self._cache_folder()
+        self._tokenizer = TranslationTokenizer.from_json((folder / "tokenizer.json").read_text())
+        for split in SPLITS:
+            arrays = np.load(folder / f"{split}.npz")
+            sides = []
+            for side in ("src", "tgt"):
+                ends = np.cumsum(arrays[f"{side}_lens"])
+                sides.append(np.split(arrays[f"{side}_ids"], ends[:-1]))
+            self._encoded[split] = (sides[0], sides[1])
+
+    @property
+    def tokenizer(self) -> TranslationTokenizer:
+        self._load()
+        return self._tokenizer
+
+    @property
+    def model_fields(self) -> dict:
+        """Model config fields this data determines (filled into `model.net` by train.py)."""
+        tok = self.tokenizer
+        return {
+            "src_vocab_size": tok.src_vocab_size,
+            "tgt_vocab_size": tok.tgt_vocab_size,
+            "pad_token_id": tok.pad_id,
+            "bos_token_id": tok.bos_id,
+            "eos_token_id": tok.eos_id,
+            "max_len": self.hparams.max_length,
+        }
+
+    @property
+    def task_inputs(self) -> dict:
+        return {"tokenizer": self.tokenizer}
+
+    def texts(self, split: str) -> tuple[list[str], list[str]]:
+        """The raw (source, target) sentences of a split, as read (references for BLEU)."""
+        if split not in self._text:
+            self._text[split] = read_parallel(*self.split_files(split))
+        return self._text[split]
+
+    # ---- Lightning hooks -----------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        self._load()
+        world, accumulate = 1, 1
+        if self.trainer is not None:
+            world, accumulate = self.trainer.world_size, self.trainer.accumulate_grad_batches
+        share = world * accumulate
+        if self.hparams.max_tokens % share:
+            raise ValueError(
+                f"data.max_tokens={self.hparams.max_tokens} (the global batch, in tokens) is not divisible by "
+                f"world_size {world} x accumulate_grad_batches {accumulate}; pick a multiple of {share}"
+            )
+        self.per_device_max_tokens = self.hparams.max_tokens // share
+
+    def _dataset(self, split: str, *, seed: int | None) -> TokenBatches:
+        src, tgt = self._encoded[split]
+        limit = self.hparams.max_length
+        src_lens = np.array([len(x) for x in src])
+        tgt_lens = np.array([len(y) + 1 for y in tgt])  # + BOS (inputs) / EOS (labels)
+        too_long = (src_lens > limit) | (tgt_lens > limit)
+        src_text = tgt_text = None
+        if split == "train":
+            keep = np.flatnonzero(~too_long)
+            if too_long.any():
+                warnings.warn(f"train: dropped {int(too_long.sum())} pairs longer than max_length={limit} tokens")
+            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+            src_lens, tgt_lens = src_lens[keep], tgt_lens[keep]
+        else:
+            if too_long.any():
+                warnings.warn(f"{split}: truncated {int(too_long.sum())} pairs longer than max_length={limit} tokens")
+                src = [x if len(x) <= limit else np.append(x[: limit - 1], EOS_ID) for x in src]
+                tgt = [y[: limit - 1] for y in tgt]
+                src_lens, tgt_lens = np.minimum(src_lens, limit), np.minimum(tgt_lens, limit)
+            src_text, tgt_text = self.texts(split)
+        batches = make_batches(src_lens, tgt_lens, self.per_device_max_tokens, seed)
+        return TokenBatches(src, tgt, batches, src_text, tgt_text)
+
+    def _loader(self, dataset: TokenBatches, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=None,  # items are already batches
+            shuffle=shuffle,
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self._dataset("train", seed=self.hparams.seed), shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self._dataset("val", seed=None), shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self._dataset("test", seed=None), shuffle=False)

@@ -1,0 +1,136 @@
+"""BERT's WordPiece tokenizer: trained with Hugging Face `tokenizers`, or read from a vocab.txt (Hugging Face BERT
+checkpoints ship one), so that their weights and ours see the same ids.
+
+Normalization and pre-tokenization are BERT's own (BertNormalizer: clean text, split CJK characters, optional
+lowercasing with accent stripping; BertPreTokenizer: whitespace and punctuation).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+
+
+class WordPieceTokenizer:
+    kind = "wordpiece"
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        missing = [t for t in SPECIAL_TOKENS if tokenizer.token_to_id(t) is None]
+        if missing:
+            raise ValueError(f"the WordPiece vocabulary lacks the special tokens {missing}; BERT needs "
+                             f"{', '.join(SPECIAL_TOKENS)}")
+        self.tokenizer = tokenizer
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            tokenizer.token_to_id(t) for t in SPECIAL_TOKENS)
+        self.special_ids = frozenset((self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id))
+        self.eos_id = None
+
+    @staticmethod
+    def _pipeline(tokenizer: Tokenizer, lowercase: bool) -> Tokenizer:
+        # strip_accents=None follows `lowercase`, as in BERT's uncased/cased releases.
+        tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                          strip_accents=None, lowercase=lowercase)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece(prefix="##")
+        return tokenizer
+
+    @classmethod
+    def train(cls, texts, vocab_size: int, *, lowercase: bool = True, min_frequency: int = 2) -> "WordPieceTokenizer":
+        """Learn a vocabulary of `vocab_size` entries (the five special tokens first: [PAD] is id 0) from an
+        iterable of strings."""
+        if vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
+        tokenizer = cls._pipeline(Tokenizer(models.WordPiece(unk_token=UNK)), lowercase)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                            special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+        tokenizer.train_from_iterator(texts, trainer)
+        return cls(tokenizer)
+
+    @classmethod
+    def from_vocab_file(cls, path: str | Path, *, lowercase: bool | None = None) -> "WordPieceTokenizer":
+        """Read a BERT vocab.txt (one token per line, the line number is the id). `lowercase=None` takes
+        do_lower_case from a tokenizer_config.json beside it, else lowercases (the "uncased" models)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "vocab.txt"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"vocab file not found: {path.resolve()}; a BERT tokenizer needs the vocab.txt of its checkpoint "
+                "(Hugging Face BERT directories have one), or leave the vocab file unset to train a WordPiece"
+            )
+        if lowercase is None:
+            lowercase = True
+            config = path.parent / "tokenizer_config.json"
+            if config.is_file():
+                lowercase = bool(json.loads(config.read_text()).get("do_lower_case", True))
+        vocab = models.WordPiece.read_file(str(path))
+        return cls(cls._pipeline(Tokenizer(models.WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)),
+                                 lowercase))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    @property
+    def lowercase(self) -> bool:
+        return bool(json.loads(self.tokenizer.normalizer.__getstate__())["lowercase"])
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of the text alone, without [CLS]/[SEP]."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def build_pair(self, a: list[int], b: list[int] | None = None) -> tuple[list[int], list[int]]:
+        """[CLS] A [SEP] (B [SEP]) and the segment ids: 0 up to and including the first [SEP], 1 after it."""
+        ids = [self.cls_id, *a, self.sep_id]
+        segments = [0] * len(ids)
+        if b is not None:
+            ids += [*b, self.sep_id]
+            segments += [1] * (len(b) + 1)
+        return ids, segments
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def save_vocab(self, directory: str | Path) -> Path:
+        """Write vocab.txt (ids in line order), the file Hugging Face's BertTokenizer reads."""
+        vocab = self.tokenizer.get_vocab()
+        path = Path(directory) / "vocab.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])), encoding="utf-8")
+        return path
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "tokenizer": self.tokenizer.to_str()})
+
+    @classmethod
+    def from_json(cls, data: str) -> "WordPieceTokenizer":
+        spec = json.loads(data)
+        if spec.get("kind") != cls.kind:
+            raise ValueError(f"expected a WordPiece tokenizer, got kind {spec.get('kind')!r}")
+        return cls(Tokenizer.from_str(spec["tokenizer"]))
+
+
+def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
+    """The tokenizer of a pretrained model: a Hugging Face BERT directory (its vocab.txt), a vocab.txt, or a zoo
+    checkpoint (.ckpt) whose "zoo" section stores the tokenizer it was trained with."""
+    path = Path(source)
+    if path.is_file() and path.suffix == ".ckpt":
+        import torch  # only here: reading a checkpoint file, not importing zoo.tasks
+
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        stored = checkpoint.get("zoo", {}).get("tokenizer") if isinstance(checkpoint, dict) else None
+        if stored is None:
+            raise ValueError(f"{path} stores no tokenizer; it is not a zoo BERT checkpoint")
+        return WordPieceTokenizer.from_json(stored)
+    if not path.exists():
+        raise FileNotFoundError(f"pretrained model not found: {path.resolve()}; give a Hugging Face BERT directory "
+                                "or a zoo checkpoint (.ckpt)")
+    return WordPieceTokenizer.from_vocab_file(path, lowercase=lowercase)

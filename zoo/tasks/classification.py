@@ -1,0 +1,146 @@
+"""Sequence classification with BERT: the pooled [CLS] vector, dropout, a linear layer; cross-entropy.
+
+The encoder starts from scratch, from a zoo BERT checkpoint (.ckpt, e.g. of MLM+NSP pretraining), or from a
+Hugging Face BERT directory (`pretrained`). A pretrained encoder brings its own sizes and vocabulary; the new
+model takes the classification head (num_labels, classifier_dropout) from `net`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
+from torchmetrics import MeanMetric
+from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, MulticlassF1Score
+
+from zoo.models import BERT
+
+from .checkpoint import load_model_from_checkpoint
+from .common import configure_optimizers, zoo_checkpoint_info
+
+
+def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
+    """A BERT from a zoo checkpoint file or a Hugging Face directory, with the tokenizer JSON a zoo checkpoint
+    stores (None for a Hugging Face directory, whose tokenizer is its vocab.txt)."""
+    path = Path(path)
+    if path.is_dir():
+        from zoo.interop import load_hf  # interop reads the HF files; imported here, only when asked for
+
+        model, tokenizer = load_hf(path), None
+    elif path.is_file():
+        model, info = load_model_from_checkpoint(path)
+        tokenizer = info.get("tokenizer")
+    else:
+        raise FileNotFoundError(f"pretrained model not found: {path.resolve()}; give a zoo checkpoint (.ckpt) or a "
+                                "Hugging Face BERT directory")
+    if not isinstance(model, BERT):
+        raise ValueError(f"{path} holds a {type(model).__name__}, not a BERT")
+    return model, tokenizer
+
+
+def _hf_vocab(path: Path) -> list[str] | None:
+    vocab = path / "vocab.txt"
+    return vocab.read_text(encoding="utf-8").splitlines() if vocab.is_file() else None
+
+
+class SequenceClassificationTask(L.LightningModule):
+    task_name = "sequence_classification"
+
+    def __init__(
+        self,
+        net: BERT,
+        optimizer: Callable[..., torch.optim.Optimizer] | None,
+        scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
+        *,
+        weight_decay: float = 0.01,
+        pretrained: str | None = None,
+        tokenizer=None,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "tokenizer"])
+        if getattr(net, "classifier", None) is None:
+            raise ValueError("sequence classification needs a BERT built with head='classification'")
+        if net.config.num_labels < 2:
+            raise ValueError(f"sequence classification needs num_labels >= 2, got {net.config.num_labels}")
+        if pretrained is not None:
+            net = self._from_pretrained(net, pretrained, tokenizer)
+        self.net = net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.tokenizer = tokenizer
+        self._forward_fn = torch.compile(net) if compile else net
+        n = net.config.num_labels
+        self.train_acc = MulticlassAccuracy(num_classes=n, average="micro")
+        self.val_loss = MeanMetric()
+        self.val_acc = MulticlassAccuracy(num_classes=n, average="micro")
+        # GLUE reports F1 of the positive class for binary tasks (MRPC, QQP); macro F1 otherwise.
+        self.val_f1 = BinaryF1Score() if n == 2 else MulticlassF1Score(num_classes=n, average="macro")
+
+    @staticmethod
+    def _from_pretrained(net: BERT, pretrained: str, tokenizer) -> BERT:
+        source, stored_tokenizer = load_pretrained_bert(pretrained)
+        if tokenizer is not None:
+            if stored_tokenizer is not None and tokenizer.to_json() != stored_tokenizer:
+                raise ValueError(f"the data's tokenizer differs from the one stored in {pretrained}; "
+                                 "set data.pretrained to the same checkpoint")
+            vocab = _hf_vocab(Path(pretrained)) if Path(pretrained).is_dir() else None
+            if vocab is not None and hasattr(tokenizer, "tokenizer"):
+                ours = tokenizer.tokenizer.get_vocab()
+                if len(ours) != len(vocab) or any(ours.get(t) != i for i, t in enumerate(vocab)):
+                    raise ValueError(f"the data's tokenizer is not the vocab.txt of {pretrained}; "
+                                     "set data.pretrained to the same directory")
+        config = dataclasses.replace(source.config, head="classification", num_labels=net.config.num_labels,
+                                     classifier_dropout=net.config.classifier_dropout)
+        model = BERT(config)
+        fresh = model.load_encoder_from(source)
+        rank_zero_info(f"encoder loaded from {pretrained}; newly initialized: {', '.join(fresh) or 'nothing'}")
+        return model
+
+    def forward(self, batch) -> torch.Tensor:
+        return self._forward_fn(batch.input_ids, token_type_ids=batch.token_type_ids,
+                                attention_mask=batch.attention_mask).logits
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        logits = self(batch)
+        loss = F.cross_entropy(logits.float(), batch.labels)
+        self.train_acc(logits.argmax(-1), batch.labels)
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=True, on_epoch=False)
+        return loss
+
+    def configure_optimizers(self):
+        return configure_optimizers(self)
+
+    def _evaluate(self, batch) -> None:
+        logits = self(batch)
+        self.val_loss.update(F.cross_entropy(logits.float(), batch.labels), weight=batch.labels.numel())
+        preds = logits.argmax(-1)
+        self.val_acc.update(preds, batch.labels)
+        self.val_f1.update(preds, batch.labels)
+
+    def _log_evaluation(self, split: str) -> None:
+        self.log(f"{split}/loss", self.val_loss.compute(), prog_bar=True)
+        self.log(f"{split}/acc", self.val_acc.compute(), prog_bar=True)
+        self.log(f"{split}/f1", self.val_f1.compute())
+        for metric in (self.val_loss, self.val_acc, self.val_f1):
+            metric.reset()
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._evaluate(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_evaluation("val")
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._evaluate(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_evaluation("test")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["zoo"] = zoo_checkpoint_info(self, self.tokenizer)

@@ -1,0 +1,112 @@
+"""BERT pretraining: masked-LM cross-entropy at the masked positions + next-sentence cross-entropy."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from zoo.models import BERT
+
+from .common import configure_optimizers, zoo_checkpoint_info
+
+
+class BertPretrainingTask(L.LightningModule):
+    task_name = "mlm_nsp"
+
+    def __init__(
+        self,
+        net: BERT,
+        optimizer: Callable[..., torch.optim.Optimizer] | None,
+        scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
+        *,
+        weight_decay: float = 0.01,
+        nsp_weight: float = 1.0,
+        tokenizer=None,
+        compile: bool = False,
+    ) -> None:
+        """optimizer / scheduler: partials (Hydra `_partial_: true`). nsp_weight: 0 turns NSP off (RoBERTa),
+        the original objective is MLM + NSP with equal weight."""
+        super().__init__()
+        if getattr(net, "mlm", None) is None:
+            raise ValueError("pretraining needs a BERT built with head='pretraining' (MLM and NSP heads)")
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "tokenizer"])
+        self.net = net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.tokenizer = tokenizer
+        # Kept out of the module tree, so that checkpoints carry no "_orig_mod." names.
+        self._forward_fn = torch.compile(net) if compile else net
+        self.val_mlm_loss, self.val_nsp_loss = MeanMetric(), MeanMetric()
+        self.val_mlm_acc = MulticlassAccuracy(num_classes=net.config.vocab_size, average="micro")
+        self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
+        self._step_started: float | None = None
+
+    def forward(self, batch):
+        return self._forward_fn(batch.input_ids, token_type_ids=batch.token_type_ids,
+                                attention_mask=batch.attention_mask, mlm_positions=batch.labels != -100)
+
+    def _losses(self, batch):
+        out = self(batch)
+        targets = batch.labels[batch.labels != -100]  # row-major, the order of the selected logits
+        mlm = F.cross_entropy(out.mlm_logits.float(), targets)
+        nsp = F.cross_entropy(out.nsp_logits.float(), batch.nsp_labels)
+        return out, targets, mlm, nsp
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        _, _, mlm, nsp = self._losses(batch)
+        loss = mlm + self.hparams.nsp_weight * nsp
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/mlm_loss", mlm)
+        self.log("train/nsp_loss", nsp)
+        return loss
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        self._step_started = time.perf_counter()
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        if self._step_started is not None:
+            tokens = int(batch.attention_mask.sum())
+            seconds = time.perf_counter() - self._step_started
+            self.log("train/tokens_per_sec", tokens * self.trainer.world_size / seconds)
+
+    def configure_optimizers(self):
+        return configure_optimizers(self)
+
+    def _evaluate(self, batch) -> None:
+        out, targets, mlm, nsp = self._losses(batch)
+        self.val_mlm_loss.update(mlm, weight=targets.numel())
+        self.val_nsp_loss.update(nsp, weight=batch.nsp_labels.numel())
+        self.val_mlm_acc.update(out.mlm_logits.argmax(-1), targets)
+        self.val_nsp_acc.update(out.nsp_logits.argmax(-1), batch.nsp_labels)
+
+    def _log_evaluation(self, split: str) -> None:
+        # The metrics reduce over ranks themselves. Perplexity is exp of the token-weighted mean MLM loss.
+        mlm, nsp = self.val_mlm_loss.compute(), self.val_nsp_loss.compute()
+        self.log(f"{split}/loss", mlm + self.hparams.nsp_weight * nsp, prog_bar=True)
+        self.log(f"{split}/mlm_loss", mlm)
+        self.log(f"{split}/mlm_ppl", torch.exp(mlm))
+        self.log(f"{split}/mlm_acc", self.val_mlm_acc.compute(), prog_bar=True)
+        self.log(f"{split}/nsp_loss", nsp)
+        self.log(f"{split}/nsp_acc", self.val_nsp_acc.compute(), prog_bar=True)
+        for metric in (self.val_mlm_loss, self.val_nsp_loss, self.val_mlm_acc, self.val_nsp_acc):
+            metric.reset()
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._evaluate(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_evaluation("val")
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._evaluate(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_evaluation("test")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["zoo"] = zoo_checkpoint_info(self, self.tokenizer)
