@@ -96,4 +96,207 @@ def _zoo_weights_as_hf(model: GPT) -> dict:
     return weights
 
 
-CONFIGS = {"gpt": gpt}
+# ---- BERT pretraining (MLM + NSP) ----------------------------------------------------------------------
+BERT_SIZE = dict(vocab=30522, layers=4, hidden=256, heads=4, ff=1024, seq=128, batch=16, mlm=0.15)
+
+
+def bert():
+    from transformers import BertConfig, BertForPreTraining
+
+    from zoo.models import BERT, BERTConfig
+
+    s = BERT_SIZE
+
+    def batch():
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(5, s["vocab"], (s["batch"], s["seq"]), generator=generator)
+        segments = (torch.arange(s["seq"]) >= s["seq"] // 2).long().expand(s["batch"], -1)
+        labelled = torch.rand(s["batch"], s["seq"], generator=generator) < s["mlm"]
+        labels = torch.where(labelled, torch.randint(5, s["vocab"], ids.shape, generator=generator), -100)
+        nsp = torch.randint(0, 2, (s["batch"],), generator=generator)
+        return ids, segments, torch.ones_like(ids), labels, nsp
+
+    def zoo_forward(model, b):
+        ids, segments, mask, labels, _ = b
+        return model(ids, token_type_ids=segments, attention_mask=mask, mlm_positions=labels != -100)
+
+    def zoo_loss(model, b):
+        out = zoo_forward(model, b)  # MLM logits only at the labelled positions
+        labels = b[3]
+        return F.cross_entropy(out.mlm_logits, labels[labels != -100]) + F.cross_entropy(out.nsp_logits, b[4])
+
+    def hf_forward(model, b):
+        return model(input_ids=b[0], token_type_ids=b[1], attention_mask=b[2])
+
+    def hf_loss(model, b):
+        out = hf_forward(model, b)
+        mlm = F.cross_entropy(out.prediction_logits.reshape(-1, s["vocab"]), b[3].reshape(-1), ignore_index=-100)
+        return mlm + F.cross_entropy(out.seq_relationship_logits, b[4])
+
+    def hf(impl):
+        return BertForPreTraining(BertConfig(
+            vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+            num_attention_heads=s["heads"], intermediate_size=s["ff"], hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, attn_implementation=impl))
+
+    def zoo():
+        return BERT(BERTConfig(vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+                               num_attention_heads=s["heads"], intermediate_size=s["ff"], hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0))
+
+    workloads = [
+        Workload("zoo", zoo, batch, zoo_loss, zoo_forward),
+        Workload("hf-sdpa", lambda: hf("sdpa"), batch, hf_loss, hf_forward),
+        Workload("hf-eager", lambda: hf("eager"), batch, hf_loss, hf_forward),
+    ]
+    tokens = s["batch"] * s["seq"]
+    # Model FLOPs of the encoder (the MLM projection counted at the labelled positions only, as zoo computes it).
+    flops = zoo().flops_per_token(s["seq"]) * tokens + 6 * s["vocab"] * s["hidden"] * int(tokens * s["mlm"])
+    return workloads, flops, tokens, "tokens"
+
+
+# ---- ViT ---------------------------------------------------------------------------------------------
+VIT_SIZE = dict(image=32, patch=4, dim=192, depth=6, heads=3, mlp=768, classes=10, batch=64)
+
+
+def vit():
+    import timm.models.vision_transformer as timm_vit
+    import torchvision
+    from transformers import ViTConfig as HFViTConfig
+    from transformers import ViTForImageClassification
+
+    from zoo.models import ViT, ViTConfig
+
+    s = VIT_SIZE
+
+    def batch():
+        generator = torch.Generator().manual_seed(0)
+        images = torch.randn(s["batch"], 3, s["image"], s["image"], generator=generator)
+        return images, torch.randint(0, s["classes"], (s["batch"],), generator=generator)
+
+    def zoo():
+        return ViT(ViTConfig(image_size=s["image"], patch_size=s["patch"], num_classes=s["classes"],
+                             embed_dim=s["dim"], depth=s["depth"], num_heads=s["heads"], mlp_dim=s["mlp"]))
+
+    def timm_model():
+        return timm_vit.VisionTransformer(img_size=s["image"], patch_size=s["patch"], num_classes=s["classes"],
+                                          embed_dim=s["dim"], depth=s["depth"], num_heads=s["heads"],
+                                          mlp_ratio=s["mlp"] / s["dim"])
+
+    def torchvision_model():
+        return torchvision.models.VisionTransformer(image_size=s["image"], patch_size=s["patch"],
+                                                    num_layers=s["depth"], num_heads=s["heads"],
+                                                    hidden_dim=s["dim"], mlp_dim=s["mlp"], num_classes=s["classes"])
+
+    def hf_model():
+        return ViTForImageClassification(HFViTConfig(
+            image_size=s["image"], patch_size=s["patch"], num_channels=3, hidden_size=s["dim"],
+            num_hidden_layers=s["depth"], num_attention_heads=s["heads"], intermediate_size=s["mlp"],
+            num_labels=s["classes"], attn_implementation="sdpa"))
+
+    def loss_of(logits_fn):
+        return lambda model, b: F.cross_entropy(logits_fn(model, b), b[1])
+
+    def plain(model, b):
+        return model(b[0])
+
+    def hf_logits(model, b):
+        return model(pixel_values=b[0]).logits
+
+    workloads = [
+        Workload("zoo", zoo, batch, loss_of(plain), plain),
+        Workload("timm", timm_model, batch, loss_of(plain), plain),
+        Workload("torchvision", torchvision_model, batch, loss_of(plain), plain),
+        Workload("hf-sdpa", hf_model, batch, loss_of(hf_logits), hf_logits),
+    ]
+    tokens = (s["image"] // s["patch"]) ** 2 + 1
+    body = sum(p.numel() for n, p in zoo().named_parameters() if "pos" not in n)
+    flops = (6 * body * tokens + _attention_flops(s["depth"], s["dim"], tokens) * tokens) * s["batch"]
+    return workloads, flops, s["batch"], "images"
+
+
+# ---- encoder-decoder Transformer ------------------------------------------------------------------------
+MT_SIZE = dict(vocab=8000, d=256, heads=4, layers=3, ff=1024, src=32, tgt=32, batch=32)
+
+
+class TorchTransformerMT(torch.nn.Module):
+    """torch.nn.Transformer with the same embeddings and tied output as zoo's: the peer users build themselves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        s = MT_SIZE
+        self.emb = torch.nn.Embedding(s["vocab"], s["d"])
+        position = torch.arange(64, dtype=torch.float32)[:, None]
+        rate = torch.exp(torch.arange(0, s["d"], 2, dtype=torch.float32) * (-torch.log(torch.tensor(1e4)) / s["d"]))
+        table = torch.zeros(64, s["d"])
+        table[:, 0::2], table[:, 1::2] = torch.sin(position * rate), torch.cos(position * rate)
+        self.register_buffer("positions", table, persistent=False)
+        self.body = torch.nn.Transformer(d_model=s["d"], nhead=s["heads"], num_encoder_layers=s["layers"],
+                                         num_decoder_layers=s["layers"], dim_feedforward=s["ff"], dropout=0.0,
+                                         batch_first=True)
+
+    def embed(self, ids):
+        return self.emb(ids) * MT_SIZE["d"] ** 0.5 + self.positions[: ids.shape[1]]
+
+    def forward(self, src, tgt):
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device)
+        hidden = self.body(self.embed(src), self.embed(tgt), tgt_mask=causal, tgt_is_causal=True)
+        return hidden @ self.emb.weight.t()
+
+
+def transformer():
+    from transformers import MarianConfig, MarianMTModel
+
+    from zoo.models import Transformer, TransformerConfig
+
+    s = MT_SIZE
+
+    def batch():
+        generator = torch.Generator().manual_seed(0)
+        src = torch.randint(3, s["vocab"], (s["batch"], s["src"]), generator=generator)
+        tgt = torch.randint(3, s["vocab"], (s["batch"], s["tgt"] + 1), generator=generator)
+        return src, tgt[:, :-1], tgt[:, 1:]
+
+    def zoo():
+        return Transformer(TransformerConfig(src_vocab_size=s["vocab"], d_model=s["d"], n_heads=s["heads"],
+                                             d_ff=s["ff"], n_encoder_layers=s["layers"],
+                                             n_decoder_layers=s["layers"], dropout=0.0, max_len=64))
+
+    def marian():
+        return MarianMTModel(MarianConfig(
+            vocab_size=s["vocab"], d_model=s["d"], encoder_layers=s["layers"], decoder_layers=s["layers"],
+            encoder_attention_heads=s["heads"], decoder_attention_heads=s["heads"], encoder_ffn_dim=s["ff"],
+            decoder_ffn_dim=s["ff"], activation_function="relu", dropout=0.0, attention_dropout=0.0,
+            activation_dropout=0.0, max_position_embeddings=64, scale_embedding=True, pad_token_id=0,
+            decoder_start_token_id=1, share_encoder_decoder_embeddings=True, attn_implementation="sdpa"))
+
+    def logits_zoo(model, b):
+        return model(b[0], b[1])
+
+    def logits_torch(model, b):
+        return model(b[0], b[1])
+
+    def logits_marian(model, b):
+        return model(input_ids=b[0], decoder_input_ids=b[1]).logits
+
+    def loss_of(logits_fn):
+        return lambda model, b: F.cross_entropy(logits_fn(model, b).reshape(-1, s["vocab"]), b[2].reshape(-1))
+
+    workloads = [
+        Workload("zoo", zoo, batch, loss_of(logits_zoo), logits_zoo),
+        Workload("torch-nn-transformer", TorchTransformerMT, batch, loss_of(logits_torch), logits_torch),
+        Workload("hf-marian", marian, batch, loss_of(logits_marian), logits_marian),
+    ]
+    src_tokens, tgt_tokens = s["batch"] * s["src"], s["batch"] * s["tgt"]
+    named = dict(zoo().named_parameters())
+    encoder = sum(p.numel() for n, p in named.items() if n.startswith("encoder."))
+    decoder = sum(p.numel() for n, p in named.items() if n.startswith("decoder."))
+    # 6 FLOPs per weight per token on its own side, the tied output projection on target tokens, and the
+    # attention of encoder self-attention, decoder self-attention and cross-attention.
+    flops = (6 * encoder * src_tokens + 6 * decoder * tgt_tokens + 6 * s["vocab"] * s["d"] * tgt_tokens
+             + _attention_flops(s["layers"], s["d"], s["src"]) * (src_tokens + 2 * tgt_tokens))
+    tokens = src_tokens + tgt_tokens
+    return workloads, flops, tokens, "tokens"
+
+
+CONFIGS = {"gpt": gpt, "bert": bert, "vit": vit, "transformer": transformer}

@@ -43,3 +43,15 @@ def run_script(script: str, *args: str, cwd: Path = ROOT, env: dict | None = Non
         text=True,
         timeout=timeout,
     )
+
+
+def assert_ok(result) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    """Non-zero exit, the message names the problem, and no traceback is shown."""
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"

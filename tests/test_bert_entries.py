@@ -8,7 +8,7 @@ import csv
 import pytest
 import torch
 
-from conftest import run_script
+from conftest import assert_ok, run_script
 
 pytestmark = pytest.mark.slow
 
@@ -16,10 +16,6 @@ QUICK = ["trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_v
          "trainer.log_every_n_steps=1", "callbacks.progress_bar=null"]
 SMALL_WIKI = ["data.max_documents=12", "data.dupe_factor=1", "data.batch_size=8"]
 SMALL_SST2 = ["data.max_train_rows=400", "data.max_val_rows=64", "data.batch_size=8", "data.vocab_size=800"]
-
-
-def assert_ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
 
 
 def metrics(run_dir) -> list[dict]:

@@ -9,21 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_script
+from conftest import assert_ok, assert_one_line_error, run_script
 
 pytestmark = pytest.mark.slow
-
-
-def assert_ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
-
-
-def assert_one_line_error(result, *fragments: str) -> None:
-    """Non-zero exit, the message names the problem, and no traceback is shown."""
-    assert result.returncode != 0, result.stdout[-2000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import csv
 import pytest
 import torch
 
-from conftest import run_script
+from conftest import assert_ok, assert_one_line_error, run_script
 from zoo.entry.generate import parse_args, run
 
 pytestmark = pytest.mark.slow
@@ -17,17 +17,6 @@ pytestmark = pytest.mark.slow
 FEW_STEPS = ["experiment=transformer_multi30k", "trainer.max_steps=3", "trainer.limit_val_batches=2",
              "+trainer.limit_test_batches=1", "data.max_tokens=512", "model.test_beam_size=2", "model.max_len_b=3",
              "trainer.log_every_n_steps=1"]
-
-
-def assert_ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
-
-
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.returncode != 0, result.stdout[-2000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="module")

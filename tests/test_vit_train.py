@@ -8,23 +8,12 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import run_script
+from conftest import assert_ok, assert_one_line_error, run_script
 
 pytestmark = pytest.mark.slow
 
 SHORT = ["trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=2",
          "++trainer.limit_test_batches=2", "trainer.log_every_n_steps=1"]
-
-
-def assert_ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
-
-
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.returncode != 0, result.stdout[-2000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="module")

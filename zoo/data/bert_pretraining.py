@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .atomic import atomic_write
 from .batching import per_device_batch_size
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .sources import default_data_dir, resolve_dataset
@@ -324,10 +324,7 @@ class BertPretrainingDataModule(L.LightningDataModule):
         documents = self._split()[0]
         tokenizer = WordPieceTokenizer.train((" ".join(d) for d in documents), self.hparams.vocab_size,
                                              lowercase=self.hparams.lowercase)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(tokenizer.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, tokenizer.to_json())
 
     @property
     def tokenizer(self) -> WordPieceTokenizer:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from .atomic import atomic_write
 from .batching import per_device_batch_size
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
@@ -211,10 +211,7 @@ class GlueDataModule(L.LightningDataModule):
         texts = (" ".join(r[:-1]) for r in self._rows["train"])
         tokenizer = WordPieceTokenizer.train(texts, hp.vocab_size, lowercase=hp.lowercase)
         path = self._tokenizer_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(tokenizer.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, tokenizer.to_json())
 
     @property
     def tokenizer(self) -> WordPieceTokenizer:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import lightning as L
@@ -12,6 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from .atomic import atomic_write
 from .batching import per_device_batch_size
 from .resumable import ResumableShuffle
 from .sources import default_data_dir, resolve_dataset
@@ -118,9 +118,9 @@ class LanguageModelDataModule(L.LightningDataModule):
         folder.mkdir(parents=True, exist_ok=True)
         for split, split_text in (("train", train_text), ("val", val_text)):
             ids = np.array(tokenizer.encode(split_text), dtype=dtype)
-            _atomic_write(folder / f"{split}.bin", ids.tobytes())
+            atomic_write(folder / f"{split}.bin", ids.tobytes())
         meta = {"dtype": np.dtype(dtype).name, "tokenizer": tokenizer.to_json()}
-        _atomic_write(folder / "meta.json", json.dumps(meta).encode())  # written last: marks the cache complete
+        atomic_write(folder / "meta.json", json.dumps(meta).encode())  # written last: marks the cache complete
 
     def _load(self) -> None:
         if self._tokenizer is not None:
@@ -187,9 +187,3 @@ class LanguageModelDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._loader(DisjointWindows(self._splits["val"], self.hparams.block_size))
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    # Concurrent processes (DDP ranks) may prepare the same cache; each writes a private file and renames it.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
