@@ -14,8 +14,9 @@ from zoo.models import GPT, GPTConfig
 from .harness import Workload
 
 
-def _lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+def _next_token_targets(ids: torch.Tensor) -> torch.Tensor:
+    # Position t predicts token t + 1; the last position has none (ignored), as in HF's causal-LM loss.
+    return F.pad(ids[:, 1:], (0, 1), value=-100)
 
 
 def _attention_flops(n_layers: int, d_model: int, seq: int) -> int:
@@ -47,13 +48,15 @@ def gpt():
     s = GPT_SIZE
 
     def batch():
-        return (torch.randint(0, s["vocab"], (s["batch"], s["seq"])),)
+        ids = torch.randint(0, s["vocab"], (s["batch"], s["seq"]))
+        return ids, _next_token_targets(ids)
 
+    # Each implementation's own training loss: zoo's fused output layer + cross-entropy, HF's `labels=`.
     def zoo_loss(model, b):
-        return _lm_loss(model(b[0]), b[0])
+        return model(b[0], targets=b[1])
 
     def hf_loss(model, b):
-        return _lm_loss(model(input_ids=b[0]).logits, b[0])
+        return model(input_ids=b[0], labels=b[0]).loss
 
     workloads = [
         Workload("zoo", _zoo_gpt, batch, zoo_loss, lambda m, b: m(b[0])),
@@ -128,10 +131,9 @@ def bert():
     def hf_forward(model, b):
         return model(input_ids=b[0], token_type_ids=b[1], attention_mask=b[2])
 
-    def hf_loss(model, b):
-        out = hf_forward(model, b)
-        mlm = F.cross_entropy(out.prediction_logits.reshape(-1, s["vocab"]), b[3].reshape(-1), ignore_index=-100)
-        return mlm + F.cross_entropy(out.seq_relationship_logits, b[4])
+    def hf_loss(model, b):  # BertForPreTraining's own MLM + NSP loss
+        return model(input_ids=b[0], token_type_ids=b[1], attention_mask=b[2], labels=b[3],
+                     next_sentence_label=b[4]).loss
 
     def hf(impl):
         return BertForPreTraining(BertConfig(
@@ -255,7 +257,7 @@ def transformer():
         generator = torch.Generator().manual_seed(0)
         src = torch.randint(3, s["vocab"], (s["batch"], s["src"]), generator=generator)
         tgt = torch.randint(3, s["vocab"], (s["batch"], s["tgt"] + 1), generator=generator)
-        return src, tgt[:, :-1], tgt[:, 1:]
+        return src, tgt[:, :-1].contiguous(), tgt[:, 1:].contiguous()
 
     def zoo():
         return Transformer(TransformerConfig(src_vocab_size=s["vocab"], d_model=s["d"], n_heads=s["heads"],
@@ -279,13 +281,21 @@ def transformer():
     def logits_marian(model, b):
         return model(input_ids=b[0], decoder_input_ids=b[1]).logits
 
-    def loss_of(logits_fn):
-        return lambda model, b: F.cross_entropy(logits_fn(model, b).reshape(-1, s["vocab"]), b[2].reshape(-1))
+    # Each implementation's own training loss: zoo's fused output layer + cross-entropy, Marian's `labels=`,
+    # and F.cross_entropy of the logits for the torch.nn.Transformer model a user writes.
+    def zoo_loss(model, b):
+        return model(b[0], b[1], targets=b[2])
+
+    def torch_loss(model, b):
+        return F.cross_entropy(logits_torch(model, b).reshape(-1, s["vocab"]), b[2].reshape(-1))
+
+    def marian_loss(model, b):
+        return model(input_ids=b[0], decoder_input_ids=b[1], labels=b[2]).loss
 
     workloads = [
-        Workload("zoo", zoo, batch, loss_of(logits_zoo), logits_zoo),
-        Workload("torch-nn-transformer", TorchTransformerMT, batch, loss_of(logits_torch), logits_torch),
-        Workload("hf-marian", marian, batch, loss_of(logits_marian), logits_marian),
+        Workload("zoo", zoo, batch, zoo_loss, logits_zoo),
+        Workload("torch-nn-transformer", TorchTransformerMT, batch, torch_loss, logits_torch),
+        Workload("hf-marian", marian, batch, marian_loss, logits_marian),
     ]
     src_tokens, tgt_tokens = s["batch"] * s["src"], s["batch"] * s["tgt"]
     named = dict(zoo().named_parameters())

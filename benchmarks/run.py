@@ -7,6 +7,7 @@ Prints a table and writes JSON. Rows of one configuration and dtype are measured
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import platform
@@ -15,7 +16,9 @@ import time
 import torch
 
 from .configs import CONFIGS, GENERATION, generation_models
-from .harness import autocast, matmul_peak, median, run_interleaved
+from zoo.entry.allocator import keep_freed_memory
+
+from .harness import Workload, autocast, matmul_peak, median, run_interleaved
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -29,12 +32,24 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json", default="benchmarks/results.json")
+    p.add_argument("--no-compile", dest="compile", action="store_false",
+                   help="skip the zoo-compile rows (zoo's model through torch.compile; compiling takes minutes)")
     p.add_argument("--smoke", action="store_true", help="one step per row (a check that everything runs)")
     return p.parse_args(argv)
 
 
+def with_compiled_zoo(workloads: list[Workload]) -> list[Workload]:
+    """Add a "zoo-compile" row: zoo's model (the inner nn.Module) through torch.compile, as `model.compile=true`
+    trains it."""
+    zoo = next(w for w in workloads if w.name == "zoo")
+    compiled = dataclasses.replace(zoo, name="zoo-compile", build=lambda: torch.compile(zoo.build()))
+    return [*workloads, compiled]
+
+
 def bench_training(name, dtype_name, device, args, peaks) -> list[dict]:
     workloads, flops, items, unit = CONFIGS[name]()
+    if args.compile:
+        workloads = with_compiled_zoo(workloads)
     dtype = DTYPES[dtype_name]
     prepared = run_interleaved(workloads, device, dtype, steps=args.steps, warmup=args.warmup, rounds=args.rounds)
     rows = []
@@ -83,6 +98,10 @@ def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     if args.smoke:
         args.steps, args.warmup, args.rounds = 1, 1, 1
+    started = time.perf_counter()
+    # Process-wide, so every implementation gets it: freed activations stay mapped (no page faults per step),
+    # as zoo's train.py runs.
+    allocator = keep_freed_memory()
     device = torch.device(args.device)
     dtypes = args.dtypes.split(",")
     for d in dtypes:
@@ -98,18 +117,28 @@ def main(argv=None) -> list[dict]:
                 rows += bench_training(name, d, device, args, peaks)
             else:
                 raise SystemExit(f"unknown config '{name}'; choose from {', '.join([*CONFIGS, 'generation'])}")
-    meta = dict(date=datetime.date.today().isoformat(), machine=platform.processor() or platform.machine(),
-                device=str(device), threads=torch.get_num_threads(), torch=torch.__version__,
-                peak_gflops={d: peaks[d] / 1e9 for d in dtypes}, steps=args.steps, rounds=args.rounds)
+    meta = dict(date=datetime.date.today().isoformat(), machine=machine_name(), device=str(device),
+                threads=torch.get_num_threads(), torch=torch.__version__,
+                peak_gflops={d: peaks[d] / 1e9 for d in dtypes}, steps=args.steps, rounds=args.rounds,
+                kept_freed_memory=allocator, wall_s=time.perf_counter() - started)
     print_table(rows, meta)
     with open(args.json, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2)
     return rows
 
 
+def machine_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def print_table(rows, meta) -> None:
     print(f"# {meta['date']} {meta['device']} ({meta['machine']}, {meta['threads']} threads), torch {meta['torch']}; "
-          "matmul peak " + ", ".join(f"{d} {g:.0f} GFLOP/s" for d, g in meta["peak_gflops"].items()))
+          "matmul peak " + ", ".join(f"{d} {g:.0f} GFLOP/s" for d, g in meta["peak_gflops"].items())
+          + f"; {meta['wall_s'] / 60:.1f} min")
     print("| config | dtype | impl | train step ms | vs fastest peer | forward ms | throughput | peak MB | MFU |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:

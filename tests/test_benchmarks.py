@@ -10,7 +10,7 @@ from benchmarks.run import main
 
 def test_benchmark_smoke(tmp_path):
     out = tmp_path / "bench.json"
-    rows = main(["--smoke", "--dtypes", "fp32", "--json", str(out)])
+    rows = main(["--smoke", "--no-compile", "--dtypes", "fp32", "--json", str(out)])
     training = [r for r in rows if "train_ms" in r]
     assert {r["impl"] for r in training if r["config"] == "gpt"} == {"zoo", "hf-sdpa", "hf-eager"}
     assert all(r["train_ms"] > 0 and math.isfinite(r["ratio"]) and 0 < r["mfu"] < 1 for r in training)
@@ -19,3 +19,11 @@ def test_benchmark_smoke(tmp_path):
     assert all(r["same_tokens"] for r in generation)  # same weights, greedy: identical continuations
     saved = json.loads(out.read_text())
     assert saved["meta"]["torch"] == __import__("torch").__version__ and len(saved["rows"]) == len(rows)
+
+
+def test_compile_rows_smoke(tmp_path):
+    """The torch.compile switch has its own row (zoo's inner module compiled), ranked against the peers."""
+    rows = main(["--smoke", "--configs", "gpt", "--dtypes", "fp32", "--json", str(tmp_path / "b.json")])
+    impls = {r["impl"]: r for r in rows}
+    assert set(impls) == {"zoo", "hf-sdpa", "hf-eager", "zoo-compile"}
+    assert impls["zoo-compile"]["train_ms"] > 0 and math.isfinite(impls["zoo-compile"]["ratio"])

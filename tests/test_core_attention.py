@@ -374,3 +374,51 @@ def test_block_with_cross_attention_composition(norm_first):
         h = block.norm_cross(h + block.cross_attn(h, ctx))
         expected = block.norm2(h + block.ff(h))
     torch.testing.assert_close(block(x, is_causal=True, context=ctx), expected, **TOL)
+
+
+def test_auto_path_choice_per_device_dtype_and_mode():
+    """auto: explicit only when training on CPU under autocast (SDPA's backward is slow there); SDPA without
+    autocast and without gradients (evaluation, generation)."""
+    attn = MultiHeadAttention(D, H)
+    x = torch.randn(2, 5, D)
+    assert not attn._use_explicit(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert attn._use_explicit(x)
+        with torch.no_grad():
+            assert not attn._use_explicit(x)
+    attn.record_weights = True
+    with torch.no_grad():
+        assert attn._use_explicit(x)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "explicit"])
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("masking", ["none", "causal", "padding"])
+def test_stack_n_outputs_equals_first_rows_of_full_output(impl, norm_first, masking):
+    """Computing only the first positions in the last layer gives exactly those rows of the full stack's
+    output, with and without masks, and the same gradients for every weight."""
+    torch.manual_seed(0)
+    stack = BlockStack(2, D, final_norm=True, n_heads=H, d_ff=2 * D, norm_first=norm_first, attn_impl=impl)
+    x = torch.randn(B, T, D)
+    keep = torch.ones(B, T, dtype=torch.long)
+    keep[1, -2:] = 0
+    mask = build_attention_mask(keep, T, T, causal=False) if masking == "padding" else None
+    kwargs = dict(mask=mask, is_causal=masking == "causal")
+
+    def run(n_outputs):
+        stack.zero_grad()
+        out = stack(x, n_outputs=n_outputs, **kwargs)[:, :2]
+        out.square().sum().backward()
+        return out.detach(), [p.grad.clone() for p in stack.parameters()]
+
+    (fast, fast_grads), (full, full_grads) = run(2), run(None)
+    assert fast.shape == (B, 2, D)
+    torch.testing.assert_close(fast, full, **TOL)
+    for a, b in zip(fast_grads, full_grads):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def test_n_queries_rejects_cross_attention_and_cache():
+    attn = MultiHeadAttention(D, H, cross=True)
+    with pytest.raises(ValueError, match="n_queries is for self-attention"):
+        attn(torch.randn(B, T, D), torch.randn(B, 3, D), n_queries=1)

@@ -271,3 +271,26 @@ def test_top_k_one_sampling_equals_greedy():
     idx = prompts(2, 4)
     sampled = model.generate(idx, 8, temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(0))
     assert torch.equal(sampled, model.generate(idx, 8, temperature=0))
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_loss_with_targets_equals_cross_entropy_of_logits(tie_weights):
+    """model(idx, targets=...) (the fused output layer + loss) gives the loss and gradients of
+    F.cross_entropy(model(idx), ...), with ignored positions."""
+    targets = prompts(3, 20, seed=2)
+    targets[:, -1] = -100
+
+    def loss_and_grads(fused: bool):
+        model = tiny_gpt(tie_weights=tie_weights).train()
+        idx = prompts(3, 20)
+        if fused:
+            loss = model(idx, targets=targets)
+        else:
+            loss = torch.nn.functional.cross_entropy(model(idx).reshape(-1, VOCAB), targets.reshape(-1))
+        loss.backward()
+        return loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+    (fused, fused_grads), (plain, plain_grads) = loss_and_grads(True), loss_and_grads(False)
+    torch.testing.assert_close(fused, plain, **TOL)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, **TOL, msg=name)

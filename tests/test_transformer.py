@@ -198,3 +198,27 @@ def test_training_mode_applies_dropout():
     model = tiny(dropout=0.3).train()
     src, tgt = torch.randint(3, VOCAB, (2, 5)), torch.randint(3, VOCAB, (2, 4))
     assert not torch.allclose(model(src, tgt), model(src, tgt))
+
+
+def test_loss_with_targets_equals_smoothed_cross_entropy_of_logits():
+    """The fused output layer + loss equals F.cross_entropy of the logits with label smoothing and padding."""
+    src, tgt = torch.randint(3, VOCAB, (2, 7)), torch.randint(3, VOCAB, (2, 6))
+    labels = torch.randint(3, VOCAB, (2, 6))
+    labels[1, 4:] = 0
+
+    def loss_and_grads(fused: bool):
+        model = tiny()
+        if fused:
+            loss = model(src, tgt, targets=labels, ignore_index=0, label_smoothing=0.1)
+        else:
+            logits = model(src, tgt)
+            loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=0,
+                                               label_smoothing=0.1)
+        loss.backward()
+        return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    (fused, fused_grads), (plain, plain_grads) = loss_and_grads(True), loss_and_grads(False)
+    torch.testing.assert_close(fused, plain, atol=1e-5, rtol=1e-5)
+    assert fused_grads.keys() == plain_grads.keys()
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, atol=1e-5, rtol=1e-5, msg=name)

@@ -160,3 +160,21 @@ def test_layer_index_and_no_weight_decay_names():
     assert model.layer_index("patch_embed.proj.weight") == 0 and model.layer_index("cls_token") == 0
     assert model.layer_index("blocks.layers.1.ff.fc1.weight") == 2
     assert model.layer_index("head.weight") == model.layer_index("norm.weight") == 3
+
+
+def test_class_token_shortcut_gives_the_full_models_logits_and_gradients():
+    """forward() computes only the class token's row in the last block; logits and gradients equal the head
+    applied to the full forward_features."""
+    model = tiny().train()
+    x = images()
+
+    def run(fast: bool):
+        model.zero_grad()
+        logits = model(x) if fast else model.forward_head(model.forward_features(x))
+        logits.logsumexp(-1).sum().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    (fast, fast_grads), (full, full_grads) = run(True), run(False)
+    torch.testing.assert_close(fast, full, atol=1e-5, rtol=1e-5)
+    for name, grad in full_grads.items():
+        torch.testing.assert_close(fast_grads[name], grad, atol=1e-5, rtol=1e-5, msg=name)

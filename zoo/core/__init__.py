@@ -16,6 +16,7 @@ from .embeddings import (
 from .feedforward import ACTIVATIONS, FeedForward
 from .init import init_transformer_weights, scale_residual_projections
 from .kv_cache import KVCache, LayerCache
+from .chunked_loss import linear_cross_entropy
 from .masks import build_attention_mask
 from .norms import NORMS, make_norm
 from .sampling import filter_logits, sample_next_token
@@ -41,6 +42,7 @@ __all__ = [
     "filter_logits",
     "init_transformer_weights",
     "length_penalty_factor",
+    "linear_cross_entropy",
     "make_norm",
     "sample_next_token",
     "scale_residual_projections",

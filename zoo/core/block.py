@@ -65,19 +65,25 @@ class Block(nn.Module):
         context: torch.Tensor | None = None,
         context_mask: torch.Tensor | None = None,
         cache=None,
+        n_outputs: int | None = None,
     ) -> torch.Tensor:
+        """n_outputs: compute the first `n_outputs` positions only (the others still act as keys and values).
+        With per-position norms that is exactly those rows of the full output; batch norm would see other
+        statistics."""
         def self_attn(h):
-            return self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache))
+            return self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache, n_queries=n_outputs))
+
+        residual = x if n_outputs is None else x[:, :n_outputs]
 
         def cross_attn(h):
             return self.dropout(self.cross_attn(h, context, mask=context_mask, cache=cache))
 
         if self.norm_first:
-            x = x + self_attn(self.norm1(x))
+            x = residual + self_attn(self.norm1(x))
             if self.cross_attn is not None:
                 x = x + cross_attn(self.norm_cross(x))
             return x + self.ff(self.norm2(x))
-        x = self.norm1(x + self_attn(x))
+        x = self.norm1(residual + self_attn(x))
         if self.cross_attn is not None:
             x = self.norm_cross(x + cross_attn(x))
         return self.norm2(x + self.ff(x))
@@ -107,7 +113,11 @@ class BlockStack(nn.Module):
         context: torch.Tensor | None = None,
         context_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        n_outputs: int | None = None,
     ) -> torch.Tensor:
+        """n_outputs: return only the first `n_outputs` positions, and compute only those in the last layer
+        (no earlier layer can skip any: every position is a key/value of the next layer)."""
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             x = layer(
                 x,
@@ -116,5 +126,6 @@ class BlockStack(nn.Module):
                 context=context,
                 context_mask=context_mask,
                 cache=None if cache is None else cache.layers[i],
+                n_outputs=n_outputs if i == last else None,
             )
         return x if self.final_norm is None else self.final_norm(x)

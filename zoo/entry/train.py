@@ -13,6 +13,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.entry import hydra_ddp
+from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 from zoo.entry.resolvers import newest_checkpoint
 from zoo.tasks.checkpoint import check_checkpoint_file
@@ -33,6 +34,7 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
         L.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
     hydra_ddp.install()
+    keep_freed_memory()  # no page faults for re-allocated activations at every step
 
     datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
     # _convert_="all": plain lists and dicts, never OmegaConf containers, reach the objects (and their checkpoints,

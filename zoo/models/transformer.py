@@ -24,6 +24,7 @@ from zoo.core import (
     beam_search,
     build_attention_mask,
     decode_tokens,
+    linear_cross_entropy,
 )
 
 from .base import ZooModel, check_choice, check_positive, check_probability
@@ -159,13 +160,17 @@ class Transformer(ZooModel):
         meaningful. With `cache`, `tgt` holds only the new positions and the encoder keys/values are computed at
         the first call and reused.
         """
+        h = self._decoder_states(tgt, memory, src_mask, tgt_mask, cache)
+        return self.tgt_emb.logits(h) if self.out_proj is None else self.out_proj(h)
+
+    def _decoder_states(self, tgt, memory, src_mask, tgt_mask, cache) -> torch.Tensor:
         past = 0 if cache is None else cache.length
         t, s = tgt.shape[1], memory.shape[1]
         self_mask = None
         if tgt_mask is not None and not bool(tgt_mask.all()):
             self_mask = build_attention_mask(tgt_mask, t, past + t, causal=True)
         cross_mask = None if src_mask is None else build_attention_mask(src_mask, t, s, causal=False)
-        h = self.decoder(
+        return self.decoder(
             self._embed(self.tgt_emb, tgt, offset=past),
             mask=self_mask,
             is_causal=self_mask is None,
@@ -173,7 +178,6 @@ class Transformer(ZooModel):
             context_mask=cross_mask,
             cache=cache,
         )
-        return self.tgt_emb.logits(h) if self.out_proj is None else self.out_proj(h)
 
     def forward(
         self,
@@ -182,9 +186,25 @@ class Transformer(ZooModel):
         *,
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
+        targets: torch.Tensor | None = None,
+        ignore_index: int = -100,
+        label_smoothing: float = 0.0,
     ) -> torch.Tensor:
-        """Teacher-forced logits (B, T, tgt_vocab) for decoder inputs `tgt` given the source `src`."""
-        return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask=tgt_mask)
+        """Teacher-forced logits (B, T, tgt_vocab) for decoder inputs `tgt` given the source `src`.
+
+        targets: (B, T) the next target tokens (`ignore_index` at padding); given, the result is the mean
+        (label-smoothed) cross-entropy instead of the logits, computed without materializing them
+        (`zoo.core.linear_cross_entropy`).
+        """
+        memory = self.encode(src, src_mask)
+        if targets is None:
+            return self.decode(tgt, memory, src_mask, tgt_mask=tgt_mask)
+        h = self._decoder_states(tgt, memory, src_mask, tgt_mask, None)
+        return linear_cross_entropy(h, self._output_layer().weight, targets, ignore_index=ignore_index,
+                                    label_smoothing=label_smoothing)
+
+    def _output_layer(self) -> nn.Module:
+        return self.tgt_emb if self.out_proj is None else self.out_proj
 
     # ---- decoding -----------------------------------------------------------------------------------
     @torch.no_grad()

@@ -54,8 +54,9 @@ class CausalLMTask(L.LightningModule):
         self._step_started: float | None = None
         self._peak: float | None = peak_flops_per_sec
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self._forward_fn(idx)
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits, or with `targets` the mean loss computed without materializing them."""
+        return self._forward_fn(idx) if targets is None else self._forward_fn(idx, targets=targets)
 
     def _loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -71,7 +72,7 @@ class CausalLMTask(L.LightningModule):
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         idx, targets = batch
-        loss = self._loss(self(idx), targets)
+        loss = self(idx, targets)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 

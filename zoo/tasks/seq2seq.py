@@ -14,7 +14,6 @@ import lightning as L
 import sacrebleu
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torchmetrics import MeanMetric
 
 from zoo.models import Transformer
@@ -72,10 +71,10 @@ class Seq2SeqTask(L.LightningModule):
 
     def _loss(self, batch, *, smoothing: float) -> tuple[torch.Tensor, int]:
         """Mean cross-entropy per target token, padding ignored; and the number of target tokens."""
-        logits = self(batch["src"], batch["tgt_in"], batch["src_mask"])
         labels = batch["labels"]
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
-                               ignore_index=self.pad_id, label_smoothing=smoothing)
+        # The model's fused output layer + loss: the logits are never materialized (zoo.core.linear_cross_entropy).
+        loss = self._forward_fn(batch["src"], batch["tgt_in"], src_mask=batch["src_mask"], targets=labels,
+                                ignore_index=self.pad_id, label_smoothing=smoothing)
         return loss, int((labels != self.pad_id).sum())
 
     # ---- training ------------------------------------------------------------------------------------
