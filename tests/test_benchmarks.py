@@ -27,3 +27,15 @@ def test_compile_rows_smoke(tmp_path):
     impls = {r["impl"]: r for r in rows}
     assert set(impls) == {"zoo", "hf-sdpa", "hf-eager", "zoo-compile"}
     assert impls["zoo-compile"]["train_ms"] > 0 and math.isfinite(impls["zoo-compile"]["ratio"])
+
+
+def test_gpt2_gpu_config_is_gpt2_124m_and_runs(tmp_path, monkeypatch):
+    """The opt-in GPU row is GPT-2 124M at 1024 tokens; the same code path runs here at a small size."""
+    from benchmarks import configs
+
+    assert configs._zoo_gpt(configs.GPT2_SIZE).num_parameters() == 124_439_808
+    assert configs.GPT2_SIZE["seq"] == 1024
+    monkeypatch.setattr(configs, "GPT2_SIZE", dict(configs.GPT2_SIZE, layers=1, seq=32, batch=1))
+    rows = main(["--smoke", "--no-compile", "--configs", "gpt2", "--dtypes", "bf16", "--json",
+                 str(tmp_path / "b.json")])
+    assert {r["impl"] for r in rows} == {"zoo", "hf-sdpa"} and all(r["train_ms"] > 0 for r in rows)

@@ -166,4 +166,5 @@ print(plain, faults())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     plain, kept = map(int, out.split())
-    assert plain > 5 * 10_000 and kept < plain / 20, (plain, kept)
+    # Without the setting every allocation faults its 16,384 pages in again; with it at most the first does.
+    assert plain > 5 * 10_000 and kept <= plain / 4, (plain, kept)
