@@ -95,3 +95,11 @@ def test_empty_batch_gives_zero_loss_and_gradients():
     loss = linear_cross_entropy(hidden, weight, torch.zeros(0, dtype=torch.long))
     loss.backward()
     assert loss.item() == 0.0 and weight.grad.abs().sum() == 0
+
+
+@pytest.mark.parametrize("bad", [50, -1])
+def test_out_of_range_target_is_named(bad):
+    hidden, weight, _, targets = _problem()
+    targets[1, 3] = bad
+    with pytest.raises(ValueError, match=f"target {bad} is outside the 50 output classes"):
+        linear_cross_entropy(hidden, weight, targets)

@@ -53,6 +53,7 @@ def linear_cross_entropy(
     if chunk_rows <= 0:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
     device = hidden.device.type
+    _check_targets(targets, weight.shape[0], ignore_index)
     compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
     hidden, targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
     needs_grad = torch.is_grad_enabled() and any(
@@ -63,6 +64,19 @@ def linear_cross_entropy(
         with torch.no_grad():
             return _ChunkedLinearCrossEntropy.run(*args, with_grad=False)[0]
     return _ChunkedLinearCrossEntropy.apply(*args)
+
+
+def _check_targets(targets: torch.Tensor, vocab: int, ignore_index: int) -> None:
+    # Read back only on eager CPU tensors: on a GPU that would be a sync per step (the gather reports it there).
+    if targets.device.type != "cpu" or targets.numel() == 0 or torch.compiler.is_compiling():
+        return
+    counted = targets[targets != ignore_index]
+    if counted.numel() and (int(counted.min()) < 0 or int(counted.max()) >= vocab):
+        bad = int(counted.min()) if int(counted.min()) < 0 else int(counted.max())
+        raise ValueError(
+            f"target {bad} is outside the {vocab} output classes (and is not ignore_index={ignore_index}); "
+            "the targets and the model's vocabulary disagree"
+        )
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
