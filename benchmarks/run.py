@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from .configs import CONFIGS, GENERATION, OPT_IN_CONFIGS, generation_models
 from zoo.entry.allocator import keep_freed_memory
 
+from .configs import CONFIGS, GENERATION, OPT_IN_CONFIGS, generation_models
 from .harness import Workload, autocast, matmul_peak, median, run_interleaved
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -103,24 +103,17 @@ def main(argv=None) -> list[dict]:
     # Process-wide, so every implementation gets it: freed activations stay mapped (no page faults per step),
     # as zoo's train.py runs.
     allocator = keep_freed_memory()
-    device = torch.device(args.device)
-    dtypes = args.dtypes.split(",")
-    for d in dtypes:
-        if d not in DTYPES:
-            raise SystemExit(f"unknown dtype '{d}'; choose from {', '.join(DTYPES)}")
+    device, dtypes, configs = check_args(args)
     # A GPU needs a larger problem than the CPU to reach its matmul peak.
     size = 512 if args.smoke else 8192 if device.type == "cuda" else 2048
     peaks = {d: matmul_peak(device, DTYPES[d], n=size) for d in dtypes}
     rows = []
-    for name in args.configs.split(","):
+    for name in configs:
         for d in dtypes:
             if name == "generation":
                 rows += bench_generation(d, device, args)
-            elif name in CONFIGS or name in OPT_IN_CONFIGS:
-                rows += bench_training(name, d, device, args, peaks)
             else:
-                known = [*CONFIGS, "generation", *OPT_IN_CONFIGS]
-                raise SystemExit(f"unknown config '{name}'; choose from {', '.join(known)}")
+                rows += bench_training(name, d, device, args, peaks)
     meta = dict(date=datetime.date.today().isoformat(), machine=machine_name(), device=str(device),
                 threads=torch.get_num_threads(), torch=torch.__version__,
                 peak_gflops={d: peaks[d] / 1e9 for d in dtypes}, steps=args.steps, rounds=args.rounds,
@@ -129,6 +122,24 @@ def main(argv=None) -> list[dict]:
     with open(args.json, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2)
     return rows
+
+
+def check_args(args) -> tuple[torch.device, list[str], list[str]]:
+    """Every option checked before minutes of measuring start; a bad one is a one-line error."""
+    dtypes, configs = args.dtypes.split(","), args.configs.split(",")
+    known = [*CONFIGS, "generation", *OPT_IN_CONFIGS]
+    for d in dtypes:
+        if d not in DTYPES:
+            raise SystemExit(f"unknown dtype '{d}'; choose from {', '.join(DTYPES)}")
+    for name in configs:
+        if name not in known:
+            raise SystemExit(f"unknown config '{name}'; choose from {', '.join(known)}")
+    if min(args.steps, args.rounds) < 1 or args.warmup < 0:
+        raise SystemExit("--steps and --rounds must be at least 1, --warmup at least 0")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: no CUDA device here; leave --device out to use the CPU")
+    return device, dtypes, configs
 
 
 def machine_name() -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from benchmarks.run import main
 
 
@@ -39,3 +41,19 @@ def test_gpt2_gpu_config_is_gpt2_124m_and_runs(tmp_path, monkeypatch):
     rows = main(["--smoke", "--no-compile", "--configs", "gpt2", "--dtypes", "bf16", "--json",
                  str(tmp_path / "b.json")])
     assert {r["impl"] for r in rows} == {"zoo", "hf-sdpa"} and all(r["train_ms"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--configs", "gpt,vitt"], "unknown config 'vitt'"),
+    (["--dtypes", "fp16"], "unknown dtype 'fp16'"),
+    (["--steps", "0"], "--steps and --rounds must be at least 1"),
+])
+def test_bad_options_fail_before_measuring(argv, words, tmp_path):
+    with pytest.raises(SystemExit, match=words):
+        main([*argv, "--json", str(tmp_path / "b.json")])
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the check is for a machine without CUDA")
+def test_cuda_device_without_cuda_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="no CUDA device here"):
+        main(["--device", "cuda", "--json", str(tmp_path / "b.json")])

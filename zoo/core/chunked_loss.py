@@ -71,8 +71,11 @@ def _check_targets(targets: torch.Tensor, vocab: int, ignore_index: int) -> None
     if targets.device.type != "cpu" or targets.numel() == 0 or torch.compiler.is_compiling():
         return
     counted = targets[targets != ignore_index]
-    if counted.numel() and (int(counted.min()) < 0 or int(counted.max()) >= vocab):
-        bad = int(counted.min()) if int(counted.min()) < 0 else int(counted.max())
+    if counted.numel() == 0:
+        return
+    low, high = int(counted.min()), int(counted.max())
+    if low < 0 or high >= vocab:
+        bad = low if low < 0 else high
         raise ValueError(
             f"target {bad} is outside the {vocab} output classes (and is not ignore_index={ignore_index}); "
             "the targets and the model's vocabulary disagree"

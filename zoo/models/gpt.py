@@ -128,9 +128,9 @@ class GPT(ZooModel):
         if attention_mask is not None:
             mask = build_attention_mask(attention_mask, t, past + t, causal=True)
         h = self.blocks(x, mask=mask, is_causal=mask is None, cache=cache)
-        head = self.tok_emb if self.lm_head is None else self.lm_head
         if targets is not None:
-            return linear_cross_entropy(h, head.weight, targets, ignore_index=ignore_index)
+            output = self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
+            return linear_cross_entropy(h, output, targets, ignore_index=ignore_index)
         return self.tok_emb.logits(h) if self.lm_head is None else self.lm_head(h)
 
     def flops_per_token(self, seq_len: int) -> float:
