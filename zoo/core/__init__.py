@@ -3,7 +3,14 @@
 This package imports nothing else of zoo.
 """
 
-from .attention import ATTENTION_IMPLS, MultiHeadAttention
+from .attention import (
+    ATTENTION_IMPLS,
+    ATTN_SCALES,
+    ATTN_SCORES,
+    QK_PROJS,
+    MultiHeadAttention,
+    check_attention_options,
+)
 from .block import Block, BlockStack
 from .decoding import beam_search, decode_tokens, length_penalty_factor
 from .embeddings import (
@@ -12,6 +19,7 @@ from .embeddings import (
     SegmentEmbedding,
     SinusoidalPositionEmbedding,
     TokenEmbedding,
+    sinusoid_table,
 )
 from .feedforward import ACTIVATIONS, FeedForward
 from .init import init_transformer_weights, scale_residual_projections
@@ -19,12 +27,43 @@ from .kv_cache import KVCache, LayerCache
 from .chunked_loss import linear_cross_entropy
 from .masks import build_attention_mask
 from .norms import NORMS, make_norm
+from .positions import (
+    ATTENTION_POSITIONS,
+    INPUT_POSITIONS,
+    POSITION_MERGES,
+    POSITIONS,
+    PositionConcat,
+    RotaryEmbedding,
+    alibi_bias,
+    alibi_slopes,
+    check_positions,
+    make_position_embedding,
+    merge_positions,
+)
+from .window import windowed_attention
 from .sampling import filter_logits, sample_next_token
 
 __all__ = [
     "ACTIVATIONS",
     "ATTENTION_IMPLS",
+    "ATTENTION_POSITIONS",
+    "ATTN_SCALES",
+    "ATTN_SCORES",
+    "INPUT_POSITIONS",
     "NORMS",
+    "POSITIONS",
+    "POSITION_MERGES",
+    "QK_PROJS",
+    "PositionConcat",
+    "RotaryEmbedding",
+    "alibi_bias",
+    "alibi_slopes",
+    "check_attention_options",
+    "check_positions",
+    "make_position_embedding",
+    "merge_positions",
+    "sinusoid_table",
+    "windowed_attention",
     "Block",
     "BlockStack",
     "FeedForward",

@@ -10,6 +10,8 @@ from torch import nn
 
 from .kv_cache import LayerCache
 from .masks import build_attention_mask
+from .positions import RotaryEmbedding, alibi_bias, alibi_slopes
+from .window import check_window, window_covers, windowed_attention
 
 # "sdpa": torch's fused scaled_dot_product_attention (flash / memory-efficient kernels on GPU).
 # "explicit": softmax(Q K^T / sqrt(d_k)) V written out; it can return the attention weights.
@@ -18,6 +20,24 @@ from .masks import build_attention_mask
 #   gradients (evaluation, generation) SDPA is the faster one (240 greedy tokens with the GPT benchmark
 #   model under bf16 autocast: 870 ms explicit, 691 ms SDPA at batch 1), and auto takes SDPA everywhere else.
 ATTENTION_IMPLS = ("auto", "sdpa", "explicit")
+# The lab's switches (names as in the model configs). attn_scale may also be a positive number.
+ATTN_SCALES = ("sqrt_dk", "none")
+ATTN_SCORES = ("dot", "additive")
+QK_PROJS = ("separate", "shared", "none")
+SELF_ATTENTION_POSITIONS = (None, "rope", "alibi")
+
+
+def check_attention_options(attn_scale="sqrt_dk", attn_score="dot", qk_proj="separate", attn_window=None) -> None:
+    """One-line errors naming the option and its allowed values."""
+    number = isinstance(attn_scale, (int, float)) and not isinstance(attn_scale, bool)
+    if not (attn_scale in ATTN_SCALES if isinstance(attn_scale, str) else number and math.isfinite(attn_scale)
+            and attn_scale > 0):
+        raise ValueError(f"unknown attn_scale {attn_scale!r}; choose one of: sqrt_dk, none, or a positive number")
+    if attn_score not in ATTN_SCORES:
+        raise ValueError(f"unknown attn_score {attn_score!r}; choose one of: {', '.join(ATTN_SCORES)}")
+    if qk_proj not in QK_PROJS:
+        raise ValueError(f"unknown qk_proj {qk_proj!r}; choose one of: {', '.join(QK_PROJS)}")
+    check_window(attn_window)
 
 
 class MultiHeadAttention(nn.Module):
@@ -26,6 +46,25 @@ class MultiHeadAttention(nn.Module):
     Self-attention projects Q, K and V with one fused matrix (`qkv`); cross-attention projects the queries
     from `x` (`q`) and keys/values from `context` with one fused matrix (`kv`). Masks are boolean with True
     meaning "may attend" (see `masks.build_attention_mask`).
+
+    The lab's switches (defaults = the published models, on the SDPA fast path):
+    - attn_scale: "sqrt_dk" (logits * 1/sqrt(d_k)), "none" (* 1), or a number c (* c); applies to either score.
+    - attn_score: "dot" (q . k) or "additive" (Bahdanau: v_h^T tanh(q_i + k_j) on the projected q and k, with a
+      learned vector `score_v[h]` per head; use attn_scale="none" for the unscaled form of the literature).
+    - qk_proj: "separate" (W_q, W_k, W_v), "shared" (`qv`: rows [0, d) are the one matrix serving Q and K, rows
+      [d, 2d) are W_v; cross-attention applies it to x for Q and to the context for K), or "none" (q = k = v =
+      the input split into heads; no Q/K/V parameters, only the output projection `out`).
+    - positions (self-attention only): "rope" rotates q and k (keys are cached rotated), "alibi" adds
+      -slope_h * |i - j| to the logits; absolute positions are the cached length + the query index.
+    - attn_window: None or w, local attention of `window.py` (self-attention only). When the window hides
+      nothing (w >= keys causally, w // 2 >= keys - 1 bidirectionally) the ordinary path runs. With a window,
+      `is_causal` applies together with `mask` (which may be a key padding mask (B, 1, 1, S)).
+    Non-default scores, windows and recording take the explicit path; a scale, RoPE and ALiBi (as a float
+    attn_mask) stay on SDPA, where they are exact.
+
+    Inspection (for probes): set `record_weights = True` and every forward keeps, detached, `last_logits` (the
+    (B, H, T, S) pre-softmax logits after scale and position bias, -inf where masked or outside the window) and
+    `last_weights` (the softmax of those, before dropout). Recording forces the explicit path.
     """
 
     def __init__(
@@ -37,6 +76,12 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         cross: bool = False,
         impl: str = "auto",
+        attn_scale: str | float = "sqrt_dk",
+        attn_score: str = "dot",
+        qk_proj: str = "separate",
+        positions: str | None = None,
+        rope_base: float = 10000.0,
+        attn_window: int | None = None,
     ) -> None:
         super().__init__()
         if d_model <= 0 or n_heads <= 0:
@@ -47,35 +92,50 @@ class MultiHeadAttention(nn.Module):
             )
         if impl not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention impl '{impl}'; choose one of {', '.join(ATTENTION_IMPLS)}")
+        check_attention_options(attn_scale, attn_score, qk_proj, attn_window)
+        if positions not in SELF_ATTENTION_POSITIONS or (cross and positions is not None):
+            raise ValueError(f"attention positions must be rope, alibi or None (self-attention only), got {positions!r}")
+        if cross and attn_window is not None:
+            raise ValueError("attn_window is for self-attention; cross-attention sees the whole context")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.cross, self.impl, self.dropout = cross, impl, dropout
-        if cross:
+        self.attn_score, self.qk_proj, self.window = attn_score, qk_proj, attn_window
+        # scale: what the explicit path multiplies the logits by; sdpa_scale: SDPA's `scale=` (None = its 1/sqrt(d)).
+        self.scale = {"sqrt_dk": 1.0 / math.sqrt(self.head_dim), "none": None}.get(attn_scale, attn_scale)
+        self.sdpa_scale = {"sqrt_dk": None, "none": 1.0}.get(attn_scale, attn_scale)
+        if qk_proj == "separate" and cross:
             self.q = nn.Linear(d_model, d_model, bias=bias)
             self.kv = nn.Linear(d_model, 2 * d_model, bias=bias)
-        else:
+        elif qk_proj == "separate":
             self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        elif qk_proj == "shared":
+            self.qv = nn.Linear(d_model, 2 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
-        # When True, the explicit path keeps the last attention weights (B, H, T, S) for inspection/rollout.
+        self.score_v = nn.Parameter(torch.randn(n_heads, self.head_dim) * self.head_dim**-0.5) \
+            if attn_score == "additive" else None
+        self.rotary = RotaryEmbedding(self.head_dim, rope_base) if positions == "rope" else None
+        self.register_buffer("alibi", alibi_slopes(n_heads) if positions == "alibi" else None, persistent=False)
         self.record_weights = False
         self.last_weights: torch.Tensor | None = None
+        self.last_logits: torch.Tensor | None = None
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         b, n, _ = t.shape
         return t.view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
 
     def _project(self, x, context, cache: LayerCache | None, n_queries: int | None):
+        if self.qk_proj != "separate":
+            return self._project_switched(x, context, cache, n_queries)
         if not self.cross and n_queries is not None:
             # Queries from the first positions only, keys and values from all: the fused matrix's row blocks.
             d, weight, bias = self.d_model, self.qkv.weight, self.qkv.bias
             q = F.linear(x[:, :n_queries], weight[:d], None if bias is None else bias[:d])
             k, v = F.linear(x, weight[d:], None if bias is None else bias[d:]).split(d, dim=2)
-            return self._heads(q), self._heads(k), self._heads(v)
+            return self._rotate(self._heads(q), self._heads(k), self._heads(v), 0, cache)
         if not self.cross:
             q, k, v = self.qkv(x).split(self.d_model, dim=2)
-            q, k, v = self._heads(q), self._heads(k), self._heads(v)
-            if cache is not None:
-                k, v = cache.append(k, v)
-            return q, k, v
+            past = 0 if cache is None else cache.length
+            return self._rotate(self._heads(q), self._heads(k), self._heads(v), past, cache)
         q = self._heads(self.q(x))
         if cache is not None and cache.cross_k is not None:
             return q, cache.cross_k, cache.cross_v
@@ -85,6 +145,38 @@ class MultiHeadAttention(nn.Module):
         k, v = self._heads(k), self._heads(v)
         if cache is not None:
             cache.cross_k, cache.cross_v = k, v
+        return q, k, v
+
+    def _project_switched(self, x, context, cache, n_queries):
+        """qk_proj "shared" / "none", for self- and cross-attention."""
+        source = x if not self.cross else context
+        if self.cross and source is None and (cache is None or cache.cross_k is None):
+            raise ValueError("cross-attention needs a context (the encoder output)")
+        xq = x if n_queries is None else x[:, :n_queries]
+        shared = self.qv.weight[: self.d_model] if self.qk_proj == "shared" else None
+        bias = None if self.qk_proj == "none" or self.qv.bias is None else self.qv.bias
+        q = xq if shared is None else F.linear(xq, shared, None if bias is None else bias[: self.d_model])
+        if self.cross and cache is not None and cache.cross_k is not None:
+            return self._heads(q), cache.cross_k, cache.cross_v
+        if shared is None:
+            k = v = source
+        else:
+            k = q if source is xq else F.linear(source, shared, None if bias is None else bias[: self.d_model])
+            v = F.linear(source, self.qv.weight[self.d_model :], None if bias is None else bias[self.d_model :])
+        q, k, v = self._heads(q), self._heads(k), self._heads(v)
+        if self.cross:
+            if cache is not None:
+                cache.cross_k, cache.cross_v = k, v
+            return q, k, v
+        past = 0 if cache is None or n_queries is not None else cache.length
+        return self._rotate(q, k, v, past, cache)
+
+    def _rotate(self, q, k, v, past: int, cache):
+        """RoPE at absolute positions past.. (queries and the new keys), then the cache append."""
+        if self.rotary is not None:
+            q, k = self.rotary(q, past), self.rotary(k, past)
+        if cache is not None:
+            k, v = cache.append(k, v)
         return q, k, v
 
     def forward(
@@ -101,7 +193,8 @@ class MultiHeadAttention(nn.Module):
 
         mask: boolean, broadcastable to (B, H, T, S), True = may attend; or None.
         is_causal: each query sees only keys at or before its own position (with a cache, the cached prefix
-            counts as earlier positions). Ignored when `mask` is given: the mask must then carry causality.
+            counts as earlier positions). Ignored when `mask` is given: the mask must then carry causality
+            (except with attn_window, see the class docstring).
         n_queries: self-attention outputs for the first `n_queries` positions only (B, n_queries, d_model), all
             positions still serving as keys and values (`mask` may cover all T queries or just those; causal
             queries see the positions up to their own, as in the full pass).
@@ -113,6 +206,17 @@ class MultiHeadAttention(nn.Module):
         if n_queries is not None and mask is not None and mask.dim() >= 2 and mask.shape[-2] > n_queries:
             mask = mask[..., :n_queries, :]
         t, s = q.shape[2], k.shape[2]
+        q_start = 0 if n_queries is not None or self.cross else s - t  # absolute position of the first query
+        dropout = self.dropout if self.training else 0.0
+        if self.window is not None and not window_covers(self.window, s, is_causal):
+            y, logits, weights = windowed_attention(q, k, v, self._logits, window=self.window, causal=is_causal,
+                                                    q_start=q_start, mask=mask, dropout=dropout,
+                                                    record=self.record_weights)
+            if self.record_weights:
+                self.last_logits, self.last_weights = logits, weights
+            return self.out(y.transpose(1, 2).reshape(x.shape[0], t, self.d_model))
+        if self.window is not None and is_causal and mask is not None and mask.shape[-2] == 1:
+            mask = build_attention_mask(mask[:, 0, 0, :], t, s, causal=True)  # a key mask, made causal
         if mask is None and is_causal and s != t and n_queries is None:
             # Queries continue a cached prefix: SDPA's is_causal aligns top-left, so spell the mask out
             # (None for a single new query, which may see everything before it).
@@ -121,30 +225,51 @@ class MultiHeadAttention(nn.Module):
             is_causal = False
         elif mask is not None:
             is_causal = False
-        dropout = self.dropout if self.training else 0.0
         if self._use_explicit(x):
-            y = self._explicit(q, k, v, mask, is_causal, dropout)
+            y = self._explicit(q, k, v, mask, is_causal, dropout, q_start)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
+            if self.alibi is not None:  # exact on SDPA as a float mask: bias, -inf where not allowed
+                mask, is_causal = self._alibi_mask(mask, is_causal, q_start, t, s, q.device, q.dtype), False
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal,
+                                               scale=self.sdpa_scale)
         b = x.shape[0]
         return self.out(y.transpose(1, 2).reshape(b, t, self.d_model))
 
     def _use_explicit(self, x: torch.Tensor) -> bool:
-        if self.impl == "explicit" or self.record_weights:
+        if self.impl == "explicit" or self.record_weights or self.attn_score != "dot":
             return True
         if self.impl == "sdpa":
             return False
         return x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and torch.is_grad_enabled()
 
-    def _explicit(self, q, k, v, mask, is_causal, dropout):
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
+    def _logits(self, q: torch.Tensor, k: torch.Tensor, q_start: int, k_start: int) -> torch.Tensor:
+        """Pre-softmax logits (B, H, tq, tk): score * scale (+ the ALiBi bias)."""
+        if self.score_v is None:
+            scores = q @ k.transpose(-2, -1)
+        else:  # v_h^T tanh(q_i + k_j): a (tq, tk, head_dim) tensor per head, contracted with v_h
+            scores = torch.einsum("bhtsd,hd->bhts", torch.tanh(q.unsqueeze(3) + k.unsqueeze(2)), self.score_v)
+        if self.scale is not None:
+            scores = scores * self.scale
+        if self.alibi is not None:
+            scores = scores + alibi_bias(self.alibi, q_start, q.shape[2], k_start, k.shape[2], q.device).to(
+                scores.dtype)
+        return scores
+
+    def _alibi_mask(self, mask, is_causal, q_start, t, s, device, dtype) -> torch.Tensor:
+        bias = alibi_bias(self.alibi, q_start, t, 0, s, device)[None]
+        if is_causal:
+            mask = torch.ones(t, s, dtype=torch.bool, device=device).tril()
+        return (bias if mask is None else bias.masked_fill(~mask, float("-inf"))).to(dtype)
+
+    def _explicit(self, q, k, v, mask, is_causal, dropout, q_start: int = 0):
+        scores = self._logits(q, k, q_start, 0)
         if is_causal:
             mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=-1)
         if self.record_weights:
-            self.last_weights = weights.detach()
+            self.last_logits, self.last_weights = scores.detach(), weights.detach()
         if dropout:
             weights = F.dropout(weights, p=dropout)
         return weights.to(v.dtype) @ v

@@ -32,15 +32,26 @@ class Block(nn.Module):
         cross_attention: bool = False,
         bias: bool = True,
         attn_impl: str = "auto",
+        attn_scale: str | float = "sqrt_dk",
+        attn_score: str = "dot",
+        qk_proj: str = "separate",
+        attn_positions: str | None = None,
+        rope_base: float = 10000.0,
+        attn_window: int | None = None,
     ) -> None:
+        """attn_scale, attn_score, qk_proj: both attentions; attn_positions ("rope", "alibi" or None),
+        rope_base and attn_window: self-attention only (see `MultiHeadAttention`)."""
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=attn_dropout, bias=bias, impl=attn_impl)
+        switches = dict(attn_scale=attn_scale, attn_score=attn_score, qk_proj=qk_proj)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=attn_dropout, bias=bias, impl=attn_impl,
+                                            positions=attn_positions, rope_base=rope_base, attn_window=attn_window,
+                                            **switches)
         self.norm1 = make_norm(norm, d_model, eps=norm_eps, bias=bias)
         self.cross_attn = None
         if cross_attention:
             self.cross_attn = MultiHeadAttention(
-                d_model, n_heads, dropout=attn_dropout, bias=bias, cross=True, impl=attn_impl
+                d_model, n_heads, dropout=attn_dropout, bias=bias, cross=True, impl=attn_impl, **switches
             )
             self.norm_cross = make_norm(norm, d_model, eps=norm_eps, bias=bias)
         self.ff = FeedForward(

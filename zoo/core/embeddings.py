@@ -56,24 +56,36 @@ class LearnedPositionEmbedding(nn.Embedding):
         return super().forward(positions)
 
 
-class SinusoidalPositionEmbedding(nn.Module):
-    """Fixed sin/cos encodings of "Attention Is All You Need": PE[p, 2i] = sin(p / 10000^(2i/d)),
-    PE[p, 2i+1] = cos(p / 10000^(2i/d))."""
+def sinusoid_table(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """(n_positions, d_model): PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d))."""
+    position = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+    table = torch.zeros(n_positions, d_model)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table
 
-    def __init__(self, max_len: int, d_model: int) -> None:
+
+class SinusoidalPositionEmbedding(nn.Module):
+    """Fixed sin/cos encodings of "Attention Is All You Need" (`sinusoid_table`; base 10000 in the paper).
+
+    bounded=True (the 2017 Transformer): positions >= max_len are an error, as for a learned table.
+    bounded=False: any position works; the table is extended on demand (a row depends only on its position, so
+    the extension equals a longer table built up front)."""
+
+    def __init__(self, max_len: int, d_model: int, *, base: float = 10000.0, bounded: bool = True) -> None:
         super().__init__()
         if d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {d_model}")
-        position = torch.arange(max_len, dtype=torch.float32)[:, None]
-        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-        table = torch.zeros(max_len, d_model)
-        table[:, 0::2] = torch.sin(position * inv_freq)
-        table[:, 1::2] = torch.cos(position * inv_freq)
-        self.max_len = max_len
-        self.register_buffer("table", table, persistent=False)
+        self.max_len, self.d_model, self.base, self.bounded = max_len, d_model, base, bounded
+        self.register_buffer("table", sinusoid_table(max_len, d_model, base), persistent=False)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        _check_positions(positions, self.max_len)
+        if self.bounded:
+            _check_positions(positions, self.max_len)
+        elif positions.numel() and int(positions.max()) >= self.table.shape[0]:
+            longer = max(int(positions.max()) + 1, 2 * self.table.shape[0])
+            self.table = sinusoid_table(longer, self.d_model, self.base).to(self.table.device)
         return self.table[positions]
 
 

@@ -8,6 +8,13 @@ from typing import Any, ClassVar
 
 from torch import nn
 
+from zoo.core import check_attention_options, check_positions
+
+# Config fields of the lab's architecture switches (issue 11). A model whose values differ from its config
+# dataclass's defaults is not the reference architecture (see `ZooModel.nondefault_switches`).
+SWITCH_FIELDS = ("positions", "position_merge", "sinusoid_base", "attn_scale", "attn_score", "qk_proj",
+                 "attn_window")
+
 
 def _suggest(word: str, options) -> str:
     close = difflib.get_close_matches(word, list(options), n=1)
@@ -69,8 +76,15 @@ class ZooModel(nn.Module):
         """Unique parameters (a tied output matrix counts once)."""
         total = sum(p.numel() for p in self.parameters())
         if exclude_position_embeddings:
-            total -= sum(m.weight.numel() for n, m in self.named_modules() if n.endswith("pos_emb"))
+            total -= sum(p.numel() for n, m in self.named_modules() if n.endswith("pos_emb") for p in m.parameters())
         return total
+
+    def nondefault_switches(self) -> dict[str, Any]:
+        """The lab switches (`SWITCH_FIELDS`) whose value differs from the reference architecture (the config
+        dataclass's default), e.g. {"positions": "rope"}; empty for the published architecture. Exporters to
+        other libraries should refuse a model for which this is not empty."""
+        return {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)
+                if f.name in SWITCH_FIELDS and getattr(self.config, f.name) != f.default}
 
 
 def check_positive(**values: float) -> None:
@@ -88,3 +102,17 @@ def check_probability(**values: float) -> None:
 def check_choice(name: str, value: str, choices) -> None:
     if value not in choices:
         raise ValueError(f"unknown {name} '{value}'{_suggest(value, choices)}; choose one of: {', '.join(choices)}")
+
+
+def check_attention_switches(*, attn_scale, attn_score, qk_proj, attn_window) -> None:
+    """The lab's attention switches of a model config (one-line errors naming the option)."""
+    check_attention_options(attn_scale, attn_score, qk_proj, attn_window)
+
+
+def check_position_switches(*, positions, position_merge, sinusoid_base, d_model: int, head_dim: int) -> None:
+    """The position switches of a model config; also the width constraints each kind has."""
+    check_positions(positions, position_merge, sinusoid_base)
+    if positions == "sinusoidal" and d_model % 2:
+        raise ValueError(f"positions='sinusoidal' needs an even model width, got {d_model}")
+    if positions == "rope" and head_dim % 2:
+        raise ValueError(f"positions='rope' needs an even head dimension, got {head_dim}; change the width or heads")

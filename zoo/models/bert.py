@@ -20,15 +20,25 @@ from torch import nn
 from zoo.core import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
+    ATTENTION_POSITIONS,
     BlockStack,
-    LearnedPositionEmbedding,
+    PositionConcat,
     SegmentEmbedding,
     TokenEmbedding,
     build_attention_mask,
     init_transformer_weights,
+    make_position_embedding,
+    merge_positions,
 )
 
-from .base import ZooModel, check_choice, check_positive, check_probability
+from .base import (
+    ZooModel,
+    check_attention_switches,
+    check_choice,
+    check_positive,
+    check_position_switches,
+    check_probability,
+)
 
 HEADS = ("pretraining", "classification", "none")
 
@@ -53,6 +63,14 @@ class BERTConfig:
     head: str = "pretraining"
     num_labels: int = 2  # classification head only
     classifier_dropout: float | None = None  # None: hidden_dropout_prob, as in Hugging Face
+    # The lab's switches (issue 11); the defaults are BERT. See zoo.core.MultiHeadAttention and zoo.core.positions.
+    positions: str = "learned"  # learned | sinusoidal | none | rope | alibi (only "learned" is bound to the table)
+    position_merge: str = "add"  # add | concat (zoo.core.PositionConcat: W [token ; position], W: 2d -> d)
+    sinusoid_base: float = 10000.0  # of the sinusoids and of RoPE's frequencies
+    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
+    attn_score: str = "dot"  # dot | additive
+    qk_proj: str = "separate"  # separate | shared | none
+    attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
 
     def __post_init__(self) -> None:
         check_positive(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
@@ -71,6 +89,11 @@ class BERTConfig:
         check_choice("hidden_act", self.hidden_act, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_choice("head", self.head, HEADS)
+        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
+                                 attn_window=self.attn_window)
+        check_position_switches(positions=self.positions, position_merge=self.position_merge,
+                                sinusoid_base=self.sinusoid_base, d_model=self.hidden_size,
+                                head_dim=self.hidden_size // self.num_attention_heads)
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id={self.pad_token_id} is outside the vocabulary of {self.vocab_size} tokens")
 
@@ -126,7 +149,9 @@ class BERT(ZooModel):
         super().__init__(config)
         c = config
         self.tok_emb = TokenEmbedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
-        self.pos_emb = LearnedPositionEmbedding(c.max_position_embeddings, c.hidden_size)
+        self.pos_emb = make_position_embedding(c.positions, c.max_position_embeddings, c.hidden_size,
+                                               base=c.sinusoid_base)
+        self.pos_merge = PositionConcat(c.hidden_size) if c.position_merge == "concat" else None
         self.seg_emb = SegmentEmbedding(c.type_vocab_size, c.hidden_size)
         self.emb_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.drop = nn.Dropout(c.hidden_dropout_prob) if c.hidden_dropout_prob else nn.Identity()
@@ -142,6 +167,12 @@ class BERT(ZooModel):
             norm_first=False,
             norm_eps=c.layer_norm_eps,
             attn_impl=c.attn_impl,
+            attn_scale=c.attn_scale,
+            attn_score=c.attn_score,
+            qk_proj=c.qk_proj,
+            attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
+            rope_base=c.sinusoid_base,
+            attn_window=c.attn_window,
         )
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size)
         self.mlm = self.nsp = self.classifier = None
@@ -166,11 +197,14 @@ class BERT(ZooModel):
 
         attention_mask: (B, T), 1 for real tokens and 0 for padding (Hugging Face's convention)."""
         _, t = input_ids.shape
-        if position_ids is None:
+        if position_ids is not None and self.pos_emb is None:
+            raise ValueError(f"position_ids are for learned or sinusoidal positions, not positions='{self.config.positions}'")
+        if position_ids is None and self.pos_emb is not None:
             position_ids = torch.arange(t, device=input_ids.device)[None]
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.tok_emb(input_ids) + self.pos_emb(position_ids) + self.seg_emb(token_type_ids)
+        pos = None if self.pos_emb is None else self.pos_emb(position_ids)
+        x = merge_positions(self.tok_emb(input_ids), pos, self.pos_merge) + self.seg_emb(token_type_ids)
         x = self.drop(self.emb_norm(x))
         mask = None
         if attention_mask is not None and not bool(attention_mask.all()):

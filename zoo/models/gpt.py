@@ -12,17 +12,27 @@ from zoo.core import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
     BlockStack,
+    ATTENTION_POSITIONS,
     KVCache,
-    LearnedPositionEmbedding,
+    PositionConcat,
     TokenEmbedding,
     build_attention_mask,
     decode_tokens,
     init_transformer_weights,
     linear_cross_entropy,
+    make_position_embedding,
+    merge_positions,
     scale_residual_projections,
 )
 
-from .base import ZooModel, check_choice, check_positive, check_probability
+from .base import (
+    ZooModel,
+    check_attention_switches,
+    check_choice,
+    check_positive,
+    check_position_switches,
+    check_probability,
+)
 
 
 @dataclass
@@ -38,6 +48,14 @@ class GPTConfig:
     activation: str = "gelu_tanh"
     attn_impl: str = "auto"
     tie_weights: bool = True
+    # The lab's switches (issue 11); the defaults are GPT-2. See zoo.core.MultiHeadAttention and zoo.core.positions.
+    positions: str = "learned"  # learned | sinusoidal | none | rope | alibi (only "learned" is bound to block_size)
+    position_merge: str = "add"  # add | concat (zoo.core.PositionConcat: W [token ; position], W: 2d -> d)
+    sinusoid_base: float = 10000.0  # of the sinusoids and of RoPE's frequencies
+    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
+    attn_score: str = "dot"  # dot | additive
+    qk_proj: str = "separate"  # separate | shared | none
+    attn_window: int | None = None  # None, or each token attends to the attn_window most recent tokens
 
     def __post_init__(self) -> None:
         check_positive(vocab_size=self.vocab_size, block_size=self.block_size, n_layer=self.n_layer,
@@ -50,6 +68,11 @@ class GPTConfig:
         check_probability(dropout=self.dropout)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
+        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
+                                 attn_window=self.attn_window)
+        check_position_switches(positions=self.positions, position_merge=self.position_merge,
+                                sinusoid_base=self.sinusoid_base, d_model=self.n_embd,
+                                head_dim=self.n_embd // self.n_head)
 
 
 _GPT2 = dict(vocab_size=50257, block_size=1024, activation="gelu_tanh")
@@ -76,7 +99,8 @@ class GPT(ZooModel):
         super().__init__(config)
         c = config
         self.tok_emb = TokenEmbedding(c.vocab_size, c.n_embd)
-        self.pos_emb = LearnedPositionEmbedding(c.block_size, c.n_embd)
+        self.pos_emb = make_position_embedding(c.positions, c.block_size, c.n_embd, base=c.sinusoid_base)
+        self.pos_merge = PositionConcat(c.n_embd) if c.position_merge == "concat" else None
         self.drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
         self.blocks = BlockStack(
             c.n_layer,
@@ -91,6 +115,12 @@ class GPT(ZooModel):
             norm_eps=c.layer_norm_eps,
             bias=c.bias,
             attn_impl=c.attn_impl,
+            attn_scale=c.attn_scale,
+            attn_score=c.attn_score,
+            qk_proj=c.qk_proj,
+            attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
+            rope_base=c.sinusoid_base,
+            attn_window=c.attn_window,
         )
         self.lm_head = None if c.tie_weights else nn.Linear(c.n_embd, c.vocab_size, bias=False)
         self.apply(partial(init_transformer_weights, std=0.02))
@@ -109,7 +139,8 @@ class GPT(ZooModel):
         """idx: (B, T) token ids -> logits (B, T, vocab).
 
         attention_mask: (B, past + T), 1 for real tokens and 0 for (left) padding; with a cache it covers the
-        cached prefix too. Positions are then counted over real tokens only, as Hugging Face does.
+        cached prefix too. Positions are then counted over real tokens only, as Hugging Face does (rope and
+        alibi depend on distances only, which left padding leaves unchanged; they take no position_ids).
         targets: (B, T) the token each position should predict (`ignore_index` where none); given, the result
         is the mean cross-entropy instead of the logits, computed without materializing them
         (`zoo.core.linear_cross_entropy`: less memory and a faster training step).
@@ -118,16 +149,23 @@ class GPT(ZooModel):
         past = 0 if cache is None else cache.length
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None  # no padding: keep the is_causal fast path
-        if position_ids is None:
+        if position_ids is not None and self.pos_emb is None:
+            raise ValueError(f"position_ids are for learned or sinusoidal positions, not positions='{self.config.positions}'")
+        if position_ids is None and self.pos_emb is not None:
             if attention_mask is None:
                 position_ids = torch.arange(past, past + t, device=idx.device)[None]
             else:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -t:]
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(position_ids))
+        pos = None if self.pos_emb is None else self.pos_emb(position_ids)
+        x = self.drop(merge_positions(self.tok_emb(idx), pos, self.pos_merge))
         mask = None
-        if attention_mask is not None:
+        if attention_mask is not None and self.config.attn_window is not None:
+            # A key padding mask only: the windowed path adds causality itself, without an (n, n) mask.
+            mask = attention_mask.to(torch.bool)[:, None, None, :]
+        elif attention_mask is not None:
             mask = build_attention_mask(attention_mask, t, past + t, causal=True)
-        h = self.blocks(x, mask=mask, is_causal=mask is None, cache=cache)
+        causal = mask is None or self.config.attn_window is not None
+        h = self.blocks(x, mask=mask, is_causal=causal, cache=cache)
         if targets is not None:
             output = self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
             return linear_cross_entropy(h, output, targets, ignore_index=ignore_index)
@@ -157,11 +195,13 @@ class GPT(ZooModel):
         """Continue a batch of prompts; returns (B, T + n) ids with n <= max_new_tokens.
 
         Prompts of different lengths are left-padded and marked in `attention_mask`. temperature=0 is greedy.
-        Past the model's context the oldest tokens slide out of a window of `block_size` tokens (recomputed
-        without the cache from then on). Rows that produced `eos_token_id` keep emitting it; decoding stops
+        With learned positions, past the model's context the oldest tokens slide out of a window of `block_size`
+        tokens (recomputed without the cache from then on); other positions have no length limit and keep the
+        cache. Rows that produced `eos_token_id` keep emitting it; decoding stops
         when every row has.
         """
-        block = self.config.block_size
+        bounded = self.config.positions == "learned"
+        block = self.config.block_size if bounded else float("inf")
         if idx.dim() != 2 or idx.shape[1] == 0:
             raise ValueError(f"prompts must be a non-empty (batch, length) tensor of ids, got shape {tuple(idx.shape)}")
         if idx.shape[1] > block:
@@ -184,8 +224,9 @@ class GPT(ZooModel):
             if cache is not None:
                 step_input = idx if generated.shape[1] == 0 else generated[:, -1:]
                 return self(step_input, attention_mask=full_mask, cache=cache)[:, -1]
-            window_mask = None if full_mask is None else full_mask[:, -block:]
-            return self(tokens[:, -block:], attention_mask=window_mask)[:, -1]
+            start = max(0, tokens.shape[1] - block)
+            window_mask = None if full_mask is None else full_mask[:, start:]
+            return self(tokens[:, start:], attention_mask=window_mask)[:, -1]
 
         generated = decode_tokens(
             next_logits,

@@ -17,17 +17,28 @@ from torch import nn
 from zoo.core import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
+    ATTENTION_POSITIONS,
     BlockStack,
     KVCache,
+    LearnedPositionEmbedding,
+    PositionConcat,
     SinusoidalPositionEmbedding,
     TokenEmbedding,
     beam_search,
     build_attention_mask,
     decode_tokens,
     linear_cross_entropy,
+    merge_positions,
 )
 
-from .base import ZooModel, check_choice, check_positive, check_probability
+from .base import (
+    ZooModel,
+    check_attention_switches,
+    check_choice,
+    check_positive,
+    check_position_switches,
+    check_probability,
+)
 
 
 @dataclass
@@ -53,6 +64,16 @@ class TransformerConfig:
     bos_token_id: int = 1
     eos_token_id: int = 2
     attn_impl: str = "auto"
+    # The lab's switches (issue 11); the defaults are the 2017 paper. See zoo.core.MultiHeadAttention and
+    # zoo.core.positions. RoPE/ALiBi/windows act on both self-attentions, never on cross-attention. Learned and
+    # sinusoidal positions stop at max_len (as the reference does); rope, alibi and none have no length limit.
+    positions: str = "sinusoidal"  # learned | sinusoidal | none | rope | alibi
+    position_merge: str = "add"  # add | concat (zoo.core.PositionConcat: W [token ; position], W: 2d -> d)
+    sinusoid_base: float = 10000.0  # of the sinusoids and of RoPE's frequencies
+    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
+    attn_score: str = "dot"  # dot | additive
+    qk_proj: str = "separate"  # separate | shared | none
+    attn_window: int | None = None  # None or w: decoder w most recent tokens, encoder w // 2 each side
 
     def __post_init__(self) -> None:
         if self.tgt_vocab_size is None:
@@ -73,6 +94,11 @@ class TransformerConfig:
         check_probability(dropout=self.dropout, attn_dropout=self.attn_dropout, ff_dropout=self.ff_dropout)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
+        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
+                                 attn_window=self.attn_window)
+        check_position_switches(positions=self.positions, position_merge=self.position_merge,
+                                sinusoid_base=self.sinusoid_base, d_model=self.d_model,
+                                head_dim=self.d_model // self.n_heads)
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
@@ -103,7 +129,12 @@ class Transformer(ZooModel):
             if c.share_embeddings
             else TokenEmbedding(c.tgt_vocab_size, c.d_model, scale=True, padding_idx=c.pad_token_id)
         )
-        self.pos_emb = SinusoidalPositionEmbedding(c.max_len, c.d_model)
+        self.pos_emb = None
+        if c.positions == "sinusoidal":
+            self.pos_emb = SinusoidalPositionEmbedding(c.max_len, c.d_model, base=c.sinusoid_base)
+        elif c.positions == "learned":
+            self.pos_emb = LearnedPositionEmbedding(c.max_len, c.d_model)
+        self.pos_merge = PositionConcat(c.d_model) if c.position_merge == "concat" else None
         self.drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
         stack = dict(
             n_heads=c.n_heads,
@@ -115,6 +146,12 @@ class Transformer(ZooModel):
             norm_first=c.norm_first,
             norm_eps=c.layer_norm_eps,
             attn_impl=c.attn_impl,
+            attn_scale=c.attn_scale,
+            attn_score=c.attn_score,
+            qk_proj=c.qk_proj,
+            attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
+            rope_base=c.sinusoid_base,
+            attn_window=c.attn_window,
         )
         self.encoder = BlockStack(c.n_encoder_layers, c.d_model, final_norm=c.final_norm, **stack)
         self.decoder = BlockStack(c.n_decoder_layers, c.d_model, final_norm=c.final_norm, cross_attention=True,
@@ -126,9 +163,11 @@ class Transformer(ZooModel):
         """Xavier-uniform matrices (torch.nn.Transformer's choice) and N(0, d^-1/2) embeddings, which the sqrt(d)
         scale turns into unit-variance inputs (fairseq's choice for scaled, tied embeddings)."""
         for name, param in self.named_parameters():
-            if name.endswith("emb.weight"):
+            if name in ("src_emb.weight", "tgt_emb.weight"):
                 nn.init.normal_(param, mean=0.0, std=self.config.d_model**-0.5)
                 param.data[self.config.pad_token_id].zero_()
+            elif name == "pos_emb.weight":  # positions="learned": the variance of a sinusoid (1/2)
+                nn.init.normal_(param, mean=0.0, std=0.5**0.5)
             elif param.dim() > 1:
                 nn.init.xavier_uniform_(param)
             elif name.endswith("bias"):
@@ -136,8 +175,10 @@ class Transformer(ZooModel):
 
     # ---- the two halves -------------------------------------------------------------------------------
     def _embed(self, emb: TokenEmbedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if self.pos_emb is None:
+            return self.drop(emb(ids))
         positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)
-        return self.drop(emb(ids) + self.pos_emb(positions)[None])
+        return self.drop(merge_positions(emb(ids), self.pos_emb(positions)[None], self.pos_merge))
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         """src: (B, S) ids; src_mask: (B, S) 1 for real tokens, 0 for padding -> (B, S, d_model)."""
@@ -167,13 +208,15 @@ class Transformer(ZooModel):
         past = 0 if cache is None else cache.length
         t, s = tgt.shape[1], memory.shape[1]
         self_mask = None
-        if tgt_mask is not None and not bool(tgt_mask.all()):
+        if tgt_mask is not None and not bool(tgt_mask.all()) and self.config.attn_window is not None:
+            self_mask = tgt_mask.to(torch.bool)[:, None, None, :]  # key mask; the window adds causality
+        elif tgt_mask is not None and not bool(tgt_mask.all()):
             self_mask = build_attention_mask(tgt_mask, t, past + t, causal=True)
         cross_mask = None if src_mask is None else build_attention_mask(src_mask, t, s, causal=False)
         return self.decoder(
             self._embed(self.tgt_emb, tgt, offset=past),
             mask=self_mask,
-            is_causal=self_mask is None,
+            is_causal=self_mask is None or self.config.attn_window is not None,
             context=memory,
             context_mask=cross_mask,
             cache=cache,
@@ -222,18 +265,20 @@ class Transformer(ZooModel):
         EOS unless it reached the length limit, right-padded with pad_token_id.
 
         beam_size 1 is greedy decoding. max_new_tokens defaults to the source length + 50 (fairseq's a*x+b with
-        a=1, b=50), capped by the model's max_len. Sources longer than max_len are an error.
+        a=1, b=50), capped by the model's max_len. Sources longer than max_len are an error, unless the positions
+        have no length limit (rope, alibi, none): then max_len caps nothing.
         """
         c = self.config
+        limit = c.max_len if self.pos_emb is not None else float("inf")
         if src.dim() != 2 or src.shape[1] == 0:
             raise ValueError(f"sources must be a non-empty (batch, length) tensor of ids, got shape {tuple(src.shape)}")
-        if src.shape[1] > c.max_len:
+        if src.shape[1] > limit:
             raise ValueError(
                 f"a source has {src.shape[1]} tokens but the model's max_len is {c.max_len}; shorten the input"
             )
         if max_new_tokens is None:
-            max_new_tokens = min(c.max_len, src.shape[1] + 50)
-        if not 0 <= max_new_tokens <= c.max_len:
+            max_new_tokens = int(min(limit, src.shape[1] + 50))
+        if not 0 <= max_new_tokens <= limit:
             raise ValueError(f"max_new_tokens must be in [0, max_len={c.max_len}], got {max_new_tokens}")
         was_training = self.training
         self.eval()

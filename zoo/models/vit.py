@@ -25,7 +25,7 @@ from zoo.core import (
     make_norm,
 )
 
-from .base import ZooModel, check_choice, check_positive, check_probability
+from .base import ZooModel, check_attention_switches, check_choice, check_positive, check_probability
 
 POOLS = ("token", "avg")
 
@@ -52,6 +52,11 @@ class ViTConfig:
     # False: an image whose size differs from image_size is an error. True: the position table is resampled
     # (bicubic) to the image's patch grid on the fly, as timm's dynamic_img_size does.
     dynamic_image_size: bool = False
+    # The lab's attention switches (issue 11); the defaults are ViT. Positions stay a learned table.
+    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
+    attn_score: str = "dot"  # dot | additive
+    qk_proj: str = "separate"  # separate | shared | none
+    attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
 
     def __post_init__(self) -> None:
         check_positive(image_size=self.image_size, patch_size=self.patch_size, in_channels=self.in_channels,
@@ -72,6 +77,8 @@ class ViTConfig:
         check_choice("pool", self.pool, POOLS)
         check_choice("norm", self.norm, NORMS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
+        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
+                                 attn_window=self.attn_window)
         if self.pool == "token" and not self.class_token:
             raise ValueError("pool='token' needs class_token=true; use pool='avg' for a model without a class token")
 
@@ -149,6 +156,10 @@ class ViT(ZooModel):
             ff_inner_norm="batchnorm" if batchnorm else None,
             norm_eps=c.norm_eps,
             attn_impl=c.attn_impl,
+            attn_scale=c.attn_scale,
+            attn_score=c.attn_score,
+            qk_proj=c.qk_proj,
+            attn_window=c.attn_window,
         )
         self.norm = make_norm(c.norm, c.embed_dim, eps=c.norm_eps)
         self.head_drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
