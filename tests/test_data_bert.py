@@ -67,6 +67,7 @@ def test_missing_vocab_file_is_named(tmp_path):
 # Documents, sentences, NSP pairs
 
 
+@pytest.mark.full_data  # all 60 articles of wiki.valid.raw
 def test_wikitext_articles_split_at_titles(wiki_text):
     documents = read_documents(wiki_text, "wikitext")
     assert len(documents) == 60  # wiki.valid.raw has 60 ` = Title = ` lines

@@ -22,6 +22,7 @@ def mnist_dir(data_dir) -> Path:
     return data_dir
 
 
+@pytest.mark.full_data  # the default split takes 8000/1000/1000 of the 10k test images
 def test_mnist_split_is_seeded_disjoint_and_complete(mnist_dir):
     """8000/1000/1000 of the 10k images: disjoint, together all of them, the same for the same seed."""
     dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(mnist_dir), batch_size=64)
@@ -37,6 +38,7 @@ def test_mnist_split_is_seeded_disjoint_and_complete(mnist_dir):
     assert other._splits["val"].indices != dm._splits["val"].indices
 
 
+@pytest.mark.full_data  # the default split takes 8000/1000/1000 of the 10k test images
 def test_mnist_batches_and_model_fields(mnist_dir):
     dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(mnist_dir), batch_size=64, eval_batch_size=100)
     assert dm.model_fields == {"num_classes": 10, "image_size": 28, "in_channels": 1}
@@ -58,6 +60,7 @@ def test_mnist_labels_are_the_known_first_digits(mnist_dir):
     assert labels[:10].tolist() == [7, 2, 1, 0, 4, 1, 4, 9, 5, 9]
 
 
+@pytest.mark.full_data  # the default split takes 8000/1000/1000 of the 10k test images
 def test_mixup_cutmix_give_soft_targets(mnist_dir):
     dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(mnist_dir), batch_size=32, mixup_alpha=0.8,
                                        cutmix_alpha=1.0, randaugment=True)

@@ -24,12 +24,12 @@ def char_dm(data_dir, cache_dir):
     return dm
 
 
-def test_char_level_matches_nanogpt_split(char_dm, data_dir):
+def test_char_level_matches_nanogpt_split(char_dm, shakespeare_path):
     """65 characters; the 90/10 split by position gives nanoGPT's 1,003,854 / 111,540 tokens, in file order."""
     assert char_dm.vocab_size == 65
     assert len(char_dm._splits["train"]) == 1_003_854
     assert len(char_dm._splits["val"]) == 111_540
-    text = (data_dir / "tinyshakespeare" / "input.txt").read_text()
+    text = shakespeare_path.read_text()
     assert char_dm.tokenizer.decode(char_dm._splits["val"][:200].tolist()) == text[1_003_854 : 1_003_854 + 200]
 
 
@@ -109,10 +109,11 @@ def test_user_text_files_with_separate_validation(tmp_path, cache_dir):
 
 
 def test_missing_dataset_names_the_path(tmp_path):
+    """A named dataset the package does not ship (tiny shakespeare it does: tests/test_builtin_data.py)."""
     with pytest.raises(FileNotFoundError) as info:
-        LanguageModelDataModule(data_dir=str(tmp_path), cache_dir=str(tmp_path / "c")).setup("fit")
+        LanguageModelDataModule(dataset="wikitext2", data_dir=str(tmp_path), cache_dir=str(tmp_path / "c")).setup("fit")
     message = str(info.value)
-    assert str(tmp_path / "tinyshakespeare" / "input.txt") in message and "ZOO_DATA_DIR" in message
+    assert str(tmp_path / "wikitext2" / "wiki.valid.raw") in message and "ZOO_DATA_DIR" in message
 
 
 def test_bad_options_fail_at_construction():
@@ -136,9 +137,9 @@ def local_server(tmp_path):
     server.shutdown()
 
 
-def test_download_checks_sha256(tmp_path, local_server, data_dir):
+def test_download_checks_sha256(tmp_path, local_server, shakespeare_path):
     """The download path fetches over HTTP and keeps the file only when its sha256 matches."""
-    payload = (data_dir / "tinyshakespeare" / "input.txt").read_bytes()[:5000]
+    payload = shakespeare_path.read_bytes()[:5000]
     (tmp_path / "input.txt").write_bytes(payload)
     good = DatasetFile("x/input.txt", f"{local_server}/input.txt", hashlib.sha256(payload).hexdigest())
     target = tmp_path / "out" / "input.txt"

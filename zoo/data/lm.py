@@ -46,7 +46,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         num_workers: int = 0,
         data_dir: str | None = None,
         cache_dir: str | None = None,
-        download: bool = False,
+        download: bool | str = False,  # or "auto" (the configs' default): see zoo.data.sources
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -71,12 +71,16 @@ class LanguageModelDataModule(L.LightningDataModule):
     def _files(self) -> tuple[list[Path], list[Path] | None]:
         hp = self.hparams
         if hp.dataset is not None:
-            return resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download), None
+            # A shipped dataset (tiny shakespeare) missing from the data folder is decompressed into the cache.
+            paths = resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download, cache_dir=self.cache_dir)
+            return paths, None
         train = [Path(p) for p in hp.text_files]
         val = [Path(p) for p in hp.val_files] if hp.val_files else None
         for path in train + (val or []):
             if not path.is_file():
-                raise FileNotFoundError(f"text file not found: {path.resolve()}; check data.text_files / data.val_files")
+                raise FileNotFoundError(
+                    f"text file not found: {path.resolve()}; check data.text_files / data.val_files"
+                )
         return train, val
 
     @staticmethod

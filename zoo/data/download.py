@@ -1,0 +1,60 @@
+"""Fetching one dataset file over HTTP(S): a progress bar, a sha256 check, and an atomic rename into place."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+CHUNK = 1 << 16
+
+
+class DownloadError(OSError):
+    """The file could not be fetched (no network, unknown host, HTTP error, connection cut)."""
+
+
+def _progress() -> Progress:
+    # On stderr, so that a script's stdout (e.g. generated text) stays clean; rich draws nothing live off a terminal.
+    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    transient=True, disable=not sys.stderr.isatty())
+
+
+def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None:
+    """Download `url` to `target` and keep it only if its sha256 is `sha256`.
+
+    The bytes go to a temporary file beside the target (same file system, so the final `os.replace` is atomic):
+    a reader, or another DDP rank fetching the same file, never sees half a file, and a refused or interrupted
+    download leaves nothing behind. Raises DownloadError when the server cannot be reached or answers with an
+    error, ValueError when the checksum differs.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as response, _progress() as bar:
+                    size = response.headers.get("Content-Length")
+                    task = bar.add_task(f"downloading {target.name}", total=int(size) if size else None)
+                    for chunk in iter(lambda: response.read(CHUNK), b""):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        bar.advance(task, len(chunk))
+            except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as error:
+                reason = getattr(error, "reason", None) or error
+                raise DownloadError(f"{url}: {reason}") from error
+        got = digest.hexdigest()
+        if got != sha256:
+            raise ValueError(f"download of {url} has sha256 {got}, expected {sha256}; not saved (a changed or "
+                             "corrupted file upstream, or a proxy page: fetch it by hand and check it)")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
