@@ -16,6 +16,7 @@ from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 from zoo.entry.resolvers import newest_checkpoint
+from zoo.lab.record import lab_record
 from zoo.tasks.checkpoint import check_checkpoint_file
 
 
@@ -40,6 +41,10 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     # _convert_="all": plain lists and dicts, never OmegaConf containers, reach the objects (and their checkpoints,
     # which must load with weights_only=True).
     net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule), _convert_="all")
+    if cfg.get("lab_measure") is not None:  # a lab job that times/measures the model instead of training it
+        from zoo.lab.measure import measure
+
+        return _result(cfg, *measure(cfg.lab_measure, net, datamodule))
     task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule), _convert_="all")
     loggers += build_loggers(cfg.get("logger"))
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=build_callbacks(cfg.get("callbacks")), logger=loggers)
@@ -65,15 +70,21 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
         trainer.test(task, datamodule=datamodule, verbose=True)
         metrics.update(trainer.callback_metrics)
 
+    if trainer.fast_dev_run:
+        return None
+    return _result(cfg, metrics, lab_record(trainer, metrics))
+
+
+def _result(cfg: DictConfig, metrics: dict, record: dict) -> float | None:
     name = cfg.get("optimized_metric")
-    if not name or trainer.fast_dev_run:
+    if not name:
         return None
     if name not in metrics:
         raise ValueError(
             f"optimized_metric '{name}' was never logged; logged metrics: {', '.join(sorted(metrics)) or 'none'}"
         )
     value = float(metrics[name])
-    save_result(cfg, name, value)
+    save_result(cfg, name, value, **record)
     return value
 
 
@@ -102,13 +113,14 @@ def save_resolved_config(cfg: DictConfig) -> None:
 
 
 @rank_zero_only
-def save_result(cfg: DictConfig, metric: str, value: float) -> None:
-    """result.json in the run directory: what sweeps summarize when they end."""
+def save_result(cfg: DictConfig, metric: str, value: float, **extra) -> None:
+    """result.json in the run directory: what sweeps summarize when they end (`extra`: all logged metrics and
+    what lab probes recorded, for `python -m zoo.lab report`)."""
     overrides, job = [], 0
     if HydraConfig.initialized():
         overrides = list(HydraConfig.get().overrides.task)
         job = OmegaConf.select(HydraConfig.get(), "job.num", default=0, throw_on_missing=False) or 0
-    record = {"job": job, "metric": metric, "value": value, "overrides": overrides}
+    record = {"job": job, "metric": metric, "value": value, "overrides": overrides, **extra}
     (Path(cfg.paths.output_dir) / "result.json").write_text(json.dumps(record, indent=2) + "\n")
 
 

@@ -1,0 +1,139 @@
+"""A claim is a list of checks on measured points; the verdict is how many of them the numbers support.
+
+A point is one setting of the swept parameters (seeds aside); its value of a metric is the mean and the
+spread (sample standard deviation) over its seeds. A check compares points on one metric:
+
+    {name, metric, points: [selector, ...], expect, margin: 2.0, factor: null, tolerance: 0.02}
+
+- `selector`: {swept parameter: value, ...}; it must pick exactly one point (a subset of the parameters is enough).
+- `expect`: `less` / `greater` (first point vs second), `increasing` / `decreasing` (along the points, every
+  neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end).
+- A difference counts only when it exceeds `margin` times the spread of the difference,
+  sqrt(sd_a^2 + sd_b^2), so seed noise never decides a check; `factor` additionally asks for a ratio
+  (b / a >= factor for `less`); `similar` holds when |a - b| <= max(tolerance * |a|, margin * spread).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import mean, stdev
+
+EXPECTATIONS = ("less", "greater", "increasing", "decreasing", "similar", "interior_min", "interior_max")
+VERDICTS = ("holds", "holds in part", "does not hold here", "not measured")
+
+
+@dataclass
+class Stat:
+    mean: float
+    sd: float
+    n: int
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Stat":
+        finite = all(math.isfinite(v) for v in values)
+        m = mean(values) if finite else float("nan")
+        sd = stdev(values) if finite and len(values) > 1 else 0.0
+        return cls(m, sd, len(values))
+
+    def __str__(self) -> str:
+        return f"{self.mean:.4g} ± {self.sd:.2g}" if math.isfinite(self.mean) else "non-finite"
+
+
+@dataclass
+class CheckResult:
+    name: str
+    holds: bool | None  # None: some point was not measured
+    detail: str
+    pairs: list[str] = field(default_factory=list)
+
+
+def check_config(check: dict, index: int) -> None:
+    """One-line errors for a malformed check (config file mistakes, found before anything runs)."""
+    where = f"lab.checks[{index}]" + (f" ('{check['name']}')" if isinstance(check, dict) and "name" in check else "")
+    if not isinstance(check, dict) or "metric" not in check or "points" not in check or "expect" not in check:
+        raise ValueError(f"{where}: a check needs metric, points and expect")
+    if check["expect"] not in EXPECTATIONS:
+        raise ValueError(f"{where}: unknown expect '{check['expect']}'; choose one of {', '.join(EXPECTATIONS)}")
+    n, expect = len(check["points"]), check["expect"]
+    two = expect in ("less", "greater", "similar")
+    need = 3 if expect.startswith("interior") else 2
+    if (two and n != 2) or n < need:
+        raise ValueError(f"{where}: expect '{expect}' needs {'exactly' if two else 'at least'} {need} points, got {n}")
+
+
+def select(points: dict[tuple, dict[str, str]], selector: dict, where: str) -> tuple | None:
+    """The one point whose parameters agree with `selector`; None when it was not part of this run."""
+    wanted = {str(k): _text(v) for k, v in selector.items()}
+    found = [key for key, params in points.items() if all(params.get(k) == v for k, v in wanted.items())]
+    if len(found) > 1:
+        raise ValueError(f"{where}: selector {wanted} matches {len(found)} points; name more parameters")
+    return found[0] if found else None
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+def _pair(a: Stat, b: Stat, direction: str, margin: float, factor: float | None, tolerance: float) -> tuple[bool, str]:
+    """Does a relate to b as `direction` says, beyond the seed spread?"""
+    if not (math.isfinite(a.mean) and math.isfinite(b.mean)):
+        return False, f"{a} vs {b}: a non-finite value decides nothing"
+    spread = math.hypot(a.sd, b.sd)
+    diff = b.mean - a.mean
+    if direction == "similar":
+        allowed = max(tolerance * abs(a.mean), margin * spread)
+        return abs(diff) <= allowed, f"{a} vs {b}: |diff| {abs(diff):.3g} {'<=' if abs(diff) <= allowed else '>'} {allowed:.3g}"
+    if direction == "greater":
+        diff = -diff
+    ok = diff > margin * spread
+    text = f"{a} vs {b}: diff {diff:+.3g} {'>' if ok else '<='} {margin:g} x spread {spread:.2g}"
+    if factor is not None:
+        small, large = (a.mean, b.mean) if direction == "less" else (b.mean, a.mean)
+        ratio = large / small if small > 0 else float("inf")
+        ok = ok and ratio >= factor
+        text += f", ratio {ratio:.3g} {'>=' if ratio >= factor else '<'} {factor:g}"
+    return ok, text
+
+
+def evaluate(check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tuple, dict[str, str]], index: int) -> CheckResult:
+    check_config(check, index)
+    name = check.get("name", f"check {index}")
+    metric, expect = check["metric"], check["expect"]
+    margin, factor, tol = float(check.get("margin", 2.0)), check.get("factor"), float(check.get("tolerance", 0.02))
+    keys = [select(points, sel, f"lab.checks[{index}] ('{name}')") for sel in check["points"]]
+    values = [stats.get(k, {}).get(metric) if k is not None else None for k in keys]
+    if any(v is None for v in values):
+        return CheckResult(name, None, f"not measured in this run ({metric} missing for some point)")
+    if expect in ("less", "greater", "similar"):
+        ok, text = _pair(values[0], values[1], expect, margin, factor, tol)
+        return CheckResult(name, ok, text, [text])
+    if expect in ("increasing", "decreasing"):
+        direction = "less" if expect == "increasing" else "greater"
+        results = [_pair(a, b, direction, margin, factor, tol) for a, b in zip(values, values[1:])]
+        ok = all(r[0] for r in results)
+        return CheckResult(name, ok, f"{sum(r[0] for r in results)}/{len(results)} steps {expect}", [r[1] for r in results])
+    # interior_min / interior_max: the best point is inside, and clearly better than both ends
+    sign = 1 if expect == "interior_min" else -1
+    if not all(math.isfinite(v.mean) for v in values):
+        return CheckResult(name, False, "a non-finite value decides nothing")
+    best = min(range(len(values)), key=lambda i: sign * values[i].mean)
+    if best in (0, len(values) - 1):
+        return CheckResult(name, False, f"the best point is an end (#{best + 1} of {len(values)}: {values[best]})")
+    direction = "less" if sign == 1 else "greater"
+    ends = [_pair(values[best], values[end], direction, margin, None, tol) for end in (0, len(values) - 1)]
+    ok = all(r[0] for r in ends)
+    return CheckResult(name, ok, f"best is point #{best + 1} ({values[best]}); vs the ends: " + "; ".join(r[1] for r in ends),
+                       [r[1] for r in ends])
+
+
+def verdict(results: list[CheckResult]) -> str:
+    measured = [r for r in results if r.holds is not None]
+    if not measured:
+        return "not measured"
+    held = sum(r.holds for r in measured)
+    if held == len(measured):
+        return "holds"
+    return "does not hold here" if held == 0 else "holds in part"

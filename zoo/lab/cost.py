@@ -1,0 +1,68 @@
+"""CostProbe: what a training step costs, for comparing attention variants in one sweep.
+
+Step time: the median wall time of the training steps after `skip_steps` (the first ones pay for warm-up and
+allocation). Memory: the bytes autograd saves for backward in one training step (see memory.py; on CUDA also the
+allocator's peak). Logged as probe/cost/step_ms, probe/cost/saved_mb (and probe/cost/cuda_peak_mb).
+"""
+
+from __future__ import annotations
+
+import time
+from statistics import median
+
+import lightning as L
+import torch
+
+from .memory import count_saved_tensors, cuda_peak_mb
+
+
+class CostProbe(L.Callback):
+    def __init__(self, skip_steps: int = 2, memory_step: int = 1) -> None:
+        if skip_steps < 0 or memory_step < 0:
+            raise ValueError(f"skip_steps ({skip_steps}) and memory_step ({memory_step}) must be >= 0")
+        self.skip_steps, self.memory_step = skip_steps, memory_step
+        self.times: list[float] = []
+        self.saved_bytes: int | None = None
+        self._started: float | None = None
+        self._counting = None
+
+    def _sync(self, pl_module) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.memory_step:
+            if pl_module.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(pl_module.device)
+            self._counting = count_saved_tensors(pl_module)
+            self._counter = self._counting.__enter__()  # left in on_before_backward: the forward pass only
+        self._sync(pl_module)
+        self._started = time.perf_counter()
+
+    def on_before_backward(self, trainer, pl_module, loss) -> None:
+        if self._counting is not None:
+            self._counting.__exit__(None, None, None)
+            self.saved_bytes, self._counting = self._counter.bytes, None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._sync(pl_module)
+        if self._started is not None and trainer.global_step > self.skip_steps:
+            self.times.append(time.perf_counter() - self._started)
+        if trainer.global_step == self.memory_step + 1:
+            self.peak_mb = cuda_peak_mb(pl_module.device)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        values = self.lab_record()["metrics"]
+        if values and trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.log_metrics(values, step=trainer.global_step)
+
+    def lab_record(self) -> dict:
+        metrics = {}
+        if self.times:
+            metrics["probe/cost/step_ms"] = 1000 * median(self.times)
+        if self.saved_bytes is not None:
+            metrics["probe/cost/saved_mb"] = self.saved_bytes / 2**20
+        if getattr(self, "peak_mb", None) is not None:
+            metrics["probe/cost/cuda_peak_mb"] = self.peak_mb
+        return {"metrics": metrics}

@@ -1,0 +1,76 @@
+"""LengthProbe: a language model's validation loss per position, at the training length and at multiples of it.
+
+After training, the validation split is cut into disjoint windows of `factor` x the training block size (a fixed,
+seeded sample of `max_windows` of them, the same for every model of a sweep) and the next-token loss is averaged
+per position. This is how a model that was trained on length L behaves at 2L and 4L: positions past L are the
+ones it never saw. The model's own context (`model.net.block_size`) must hold the longest window; a learned
+position table is then simply longer than the training windows, and its rows past L stay at their initialization.
+
+Records: series `loss_by_position/<f>x` (one value per position), metrics `lab/loss@<f>x` (all positions) and
+`lab/loss_beyond@<f>x` (positions past the training length only).
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from zoo.data.windows import DisjointWindows
+
+
+class LengthProbe(L.Callback):
+    def __init__(self, factors: list[float] = (1, 2, 4), max_windows: int = 32, batch_size: int = 8) -> None:
+        if not factors or any(f <= 0 for f in factors) or max_windows <= 0 or batch_size <= 0:
+            raise ValueError(f"LengthProbe needs positive factors, max_windows and batch_size, got {factors}, "
+                             f"{max_windows}, {batch_size}")
+        self.factors, self.max_windows, self.batch_size = list(factors), max_windows, batch_size
+        self.series: dict[str, list[float]] = {}
+        self.metrics: dict[str, float] = {}
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        data = trainer.datamodule
+        train_len = int(getattr(data, "hparams", {}).get("block_size", 0))
+        loader = data.val_dataloader() if data is not None else None
+        tokens = getattr(getattr(loader, "dataset", None), "tokens", None)
+        if not train_len or tokens is None:
+            raise ValueError("LengthProbe is for language-model data (data.block_size and token windows)")
+        context = getattr(getattr(pl_module.net, "config", None), "block_size", None)
+        for factor in self.factors:
+            length = int(round(factor * train_len))
+            if context is not None and length > context:
+                raise ValueError(
+                    f"LengthProbe evaluates at {length} tokens ({factor}x data.block_size={train_len}) but the model's "
+                    f"context is model.net.block_size={context}; set model.net.block_size >= {length}"
+                )
+            losses = self._loss_by_position(pl_module, tokens, length)
+            name = f"{factor:g}x"
+            self.series[f"loss_by_position/{name}"] = losses.tolist()
+            self.metrics[f"lab/loss@{name}"] = float(losses.mean())
+            if length > train_len:
+                self.metrics[f"lab/loss_beyond@{name}"] = float(losses[train_len:].mean())
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.log_metrics(self.metrics, step=trainer.global_step)
+
+    @torch.no_grad()
+    def _loss_by_position(self, pl_module, tokens, length: int) -> torch.Tensor:
+        windows = DisjointWindows(tokens, length, seed=0)
+        count = min(self.max_windows, len(windows))
+        was_training = pl_module.training
+        pl_module.eval()
+        total = torch.zeros(length, dtype=torch.float64)
+        try:
+            for start in range(0, count, self.batch_size):
+                rows = [windows[i] for i in range(start, min(count, start + self.batch_size))]
+                idx = torch.stack([r[0] for r in rows]).to(pl_module.device)
+                targets = torch.stack([r[1] for r in rows]).to(pl_module.device)
+                logits = pl_module(idx)
+                loss = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T)
+                total += loss.sum(0).double().cpu()
+        finally:
+            pl_module.train(was_training)
+        return total / count
+
+    def lab_record(self) -> dict:
+        return {"series": self.series, "metrics": self.metrics}

@@ -1,0 +1,151 @@
+"""Measurement jobs: a sweep point that times a model instead of training it, with the same result.json.
+
+A lab config sets `lab_measure: {_target_: zoo.lab.measure.<function>, ...}`; train.py then builds the data and
+the model as for training and calls `measure`, which returns (metrics, record) for result.json. Inputs are real
+text from the validation split. Timings are wall-clock on this machine (medians of a few repetitions): compare
+them within one sweep, never across machines.
+"""
+
+from __future__ import annotations
+
+import time
+from statistics import median
+
+import hydra
+import torch
+
+from zoo.core import KVCache
+
+from .memory import count_saved_tensors, cuda_peak_mb
+
+
+def measure(spec, net, datamodule) -> tuple[dict, dict]:
+    """Run the measurement `spec` names on `net` with text from `datamodule`."""
+    datamodule.setup("fit")
+    return hydra.utils.instantiate(spec, net=net, datamodule=datamodule, _convert_="all")
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _text(datamodule, batch: int, length: int, device) -> torch.Tensor:
+    """(batch, length + 1) consecutive validation tokens from random offsets (seeded by the job's seed)."""
+    tokens = datamodule.val_dataloader().dataset.tokens
+    if len(tokens) <= length + 1:
+        raise ValueError(f"the validation split has {len(tokens)} tokens, too few for a window of {length}")
+    starts = torch.randint(0, len(tokens) - length - 1, (batch,)).tolist()
+    rows = [torch.from_numpy(tokens[s : s + length + 1].astype("int64")) for s in starts]
+    return torch.stack(rows).to(device)
+
+
+def _context(net) -> int | None:
+    return getattr(getattr(net, "config", None), "block_size", None)
+
+
+def _check_length(net, length: int, option: str) -> None:
+    context = _context(net)
+    if context is not None and length > context:
+        raise ValueError(f"{option}={length} is longer than the model's context model.net.block_size={context}")
+
+
+def _timed(fn, device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def _train_step(net, text):
+    def step():
+        loss = net(text[:, :-1], targets=text[:, 1:])
+        loss.backward()
+        net.zero_grad(set_to_none=True)
+    return step
+
+
+def attention_cost(net, datamodule, *, seq_len: int, batch_size: int = 1, repeats: int = 3, warmup: int = 1,
+                   device: str = "auto") -> tuple[dict, dict]:
+    """One training step (forward + backward) of a causal LM at `seq_len` tokens: median time, tokens/s and the
+    memory saved for backward (on CUDA also the allocator's peak)."""
+    _check_length(net, seq_len, "lab_measure.seq_len")
+    dev = _device(device)
+    net.to(dev).train()
+    text = _text(datamodule, batch_size, seq_len, dev)
+    step = _train_step(net, text)
+    for _ in range(warmup):
+        step()
+    times = [_timed(step, dev) for _ in range(repeats)]
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    with count_saved_tensors(net) as counter:
+        loss = net(text[:, :-1], targets=text[:, 1:])
+    loss.backward()
+    net.zero_grad(set_to_none=True)
+    metrics = {
+        "lab/step_ms": 1000 * median(times),
+        "lab/tokens_per_sec": batch_size * seq_len / median(times),
+        "lab/saved_mb": counter.bytes / 2**20,
+    }
+    if (peak := cuda_peak_mb(dev)) is not None:
+        metrics["lab/cuda_peak_mb"] = peak
+    return metrics, {"metrics": metrics}
+
+
+@torch.no_grad()
+def _decode_times(net, prompt: torch.Tensor, new_tokens: int, use_cache: bool, dev) -> list[float]:
+    """Seconds per generated token, greedy, one at a time: with the KV cache each step feeds the newest token;
+    without it each step recomputes the whole sequence so far."""
+    net.eval()
+    cache = KVCache(net.config.n_layer) if use_cache else None
+    tokens, times = prompt, []
+    step_input = prompt
+    for _ in range(new_tokens):
+        start = time.perf_counter()
+        logits = net(step_input, cache=cache) if use_cache else net(tokens)
+        nxt = logits[:, -1].argmax(-1, keepdim=True)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        times.append(time.perf_counter() - start)
+        tokens = torch.cat([tokens, nxt], dim=1)
+        step_input = nxt
+    return times
+
+
+def decoding(net, datamodule, *, use_cache: bool, prompt_len: int = 16, new_tokens: int = 240, train_batch: int = 12,
+             repeats: int = 3, device: str = "auto") -> tuple[dict, dict]:
+    """Time per generated token against its position (batch 1, greedy), and a training step's tokens/s at the
+    model's full context for comparison: training handles all positions of a window at once, decoding one."""
+    context = _context(net)
+    _check_length(net, prompt_len + new_tokens, "lab_measure.prompt_len + new_tokens")
+    dev = _device(device)
+    net.to(dev)
+    prompt = _text(datamodule, 1, prompt_len, dev)[:, :prompt_len]
+    _decode_times(net, prompt, 4, use_cache, dev)  # warm-up
+    per_token = [median(ts) for ts in zip(*(_decode_times(net, prompt, new_tokens, use_cache, dev) for _ in range(repeats)))]
+    net.train()
+    train_len = context or prompt_len + new_tokens
+    text = _text(datamodule, train_batch, train_len, dev)
+    step = _train_step(net, text)
+    step()
+    train_s = median(_timed(step, dev) for _ in range(repeats))
+    tenth = max(1, new_tokens // 10)
+    first, last = sum(per_token[:tenth]) / tenth, sum(per_token[-tenth:]) / tenth
+    decode_rate = len(per_token) / sum(per_token)
+    train_rate = train_batch * train_len / train_s
+    metrics = {
+        "lab/decode_ms_per_token": 1000 * sum(per_token) / len(per_token),
+        "lab/decode_ms_first": 1000 * first,
+        "lab/decode_ms_last": 1000 * last,
+        "lab/decode_growth": last / first,
+        "lab/decode_tokens_per_sec": decode_rate,
+        "lab/train_tokens_per_sec": train_rate,
+        "lab/train_over_decode": train_rate / decode_rate,
+    }
+    series = {"decode_ms_by_position": [1000 * t for t in per_token]}
+    return metrics, {"metrics": metrics, "series": series}

@@ -1,0 +1,144 @@
+"""Probes: Lightning callbacks that measure the inside of a model while it trains, turned on from config
+(`callbacks=lab` or `+callbacks.attention_probe=...`).
+
+They log like any metric (`probe/<quantity>/<layer or group>`, to every logger, at the trainer's step) and keep
+what they logged, so train.py writes it into the job's result.json (`lab_record`) for the lab report.
+"Init" is the model before its first optimizer step: the attention probe runs on a real validation batch at
+the start of training, the gradient probe reads the first step's gradients (a training batch, initial weights).
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+
+from .attention_stats import summarize
+from .batches import first_val_batch, forward_batch
+from .naming import attention_modules, layer_label, param_group
+
+# Pieces of fused projection matrices, in row order: their gradient norms are reported per piece.
+_FUSED = {"attn.qkv": ("attn.q", "attn.k", "attn.v"), "attn.kv": ("attn.k", "attn.v"), "attn.qv": ("attn.qk", "attn.v")}
+
+
+class _Probe(L.Callback):
+    def __init__(self, every_n_steps: int = 100) -> None:
+        if every_n_steps <= 0:
+            raise ValueError(f"every_n_steps must be a positive number of steps, got {every_n_steps}")
+        self.every_n_steps = every_n_steps
+        self.history: dict[int, dict[str, float]] = {}
+
+    def _due(self, step: int) -> bool:
+        return step % self.every_n_steps == 0 and step not in self.history
+
+    def _log(self, trainer: L.Trainer, values: dict[str, float]) -> None:
+        step = trainer.global_step
+        self.history[step] = {**self.history.get(step, {}), **values}
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.log_metrics(values, step=step)
+
+    def lab_record(self) -> dict:
+        """What result.json keeps: every logged step, and each metric's first (@init) and last (@last) value."""
+        metrics: dict[str, float] = {}
+        if self.history:
+            first, last = min(self.history), max(self.history)
+            if first == 0:
+                metrics.update({f"{k}@init": v for k, v in self.history[first].items()})
+            metrics.update({f"{k}@last": v for k, v in self.history[last].items()})
+        return {"probes": {str(s): v for s, v in sorted(self.history.items())}, "metrics": metrics}
+
+
+def _with_mean(prefix: str, per_layer: dict[str, float]) -> dict[str, float]:
+    out = {f"{prefix}/{layer}": v for layer, v in per_layer.items()}
+    if per_layer:
+        out[f"{prefix}/mean"] = sum(per_layer.values()) / len(per_layer)
+    return out
+
+
+class AttentionProbe(_Probe):
+    """Per attention layer on one real validation batch: entropy, max probability, diagonal (self) mass and the
+    variance of the pre-softmax logits; at the start of training and every `every_n_steps` optimizer steps."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._batch = first_val_batch(trainer, pl_module)
+        self._measure(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._due(trainer.global_step):
+            self._measure(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if trainer.global_step not in self.history:
+            self._measure(trainer, pl_module)  # the final weights, whatever every_n_steps was
+
+    @torch.no_grad()
+    def _measure(self, trainer, pl_module) -> None:
+        values = measure_attention(pl_module, self._batch)
+        self._log(trainer, values)
+
+
+def measure_attention(pl_module: L.LightningModule, batch) -> dict[str, float]:
+    """probe/attn/<stat>/<layer> (and /mean over layers) from one forward pass in eval mode."""
+    attns = attention_modules(pl_module)
+    if not attns:
+        raise ValueError(f"{type(pl_module).__name__} has no zoo MultiHeadAttention module to probe")
+    was_training = pl_module.training
+    pl_module.eval()
+    saved = {label: m.record_weights for label, m in attns.items()}
+    try:
+        for m in attns.values():
+            m.record_weights = True
+        forward_batch(pl_module, batch)
+        per_stat: dict[str, dict[str, float]] = {}
+        for label, m in attns.items():
+            if m.last_weights is None:
+                continue  # not reached by this forward (e.g. a decoder in an encoder-only pass)
+            logits = getattr(m, "last_logits", None)
+            for stat, value in summarize(m.last_weights, logits).items():
+                per_stat.setdefault(stat, {})[label] = value
+    finally:
+        for label, m in attns.items():
+            m.record_weights = saved[label]
+            m.last_weights = None
+            if hasattr(m, "last_logits"):
+                m.last_logits = None
+        pl_module.train(was_training)
+    values: dict[str, float] = {}
+    for stat, per_layer in per_stat.items():
+        values.update(_with_mean(f"probe/attn/{stat}", per_layer))
+    return values
+
+
+class GradNormProbe(_Probe):
+    """L2 norm of the gradient per layer (probe/grad/<layer>) and per parameter group (probe/grad_group/<group>:
+    attn.q / attn.k / attn.v / attn.out, ffn, norm, embedding, head), read before the optimizer step (and
+    before clipping) at step 0 and every `every_n_steps` steps."""
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        if self._due(trainer.global_step):
+            self._log(trainer, gradient_norms(pl_module))
+
+
+def gradient_norms(module: torch.nn.Module) -> dict[str, float]:
+    attn_paths = {path for path, m in module.named_modules() if m in set(attention_modules(module).values())}
+    layers: dict[str, float] = {}
+    groups: dict[str, float] = {}
+    for path, p in module.named_parameters():
+        if p.grad is None:
+            continue
+        grad = p.grad.detach().float()
+        layer = layer_label(path) if "layers." in path else None
+        if layer is not None:
+            layer = layer.removesuffix(".cross")
+            layers[layer] = layers.get(layer, 0.0) + float(grad.square().sum())
+        group = param_group(path, attn_paths)
+        pieces = _FUSED.get(group)
+        chunks = grad.chunk(len(pieces), dim=0) if pieces else (grad,)
+        for name, chunk in zip(pieces or (group,), chunks):
+            groups[name] = groups.get(name, 0.0) + float(chunk.square().sum())
+    values = {f"probe/grad/{k}": math.sqrt(v) for k, v in layers.items()}
+    values.update({f"probe/grad_group/{k}": math.sqrt(v) for k, v in groups.items()})
+    values["probe/grad/total"] = math.sqrt(sum(groups.values()))
+    return values
