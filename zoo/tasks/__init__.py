@@ -1,12 +1,23 @@
-"""LightningModules, one per task. They own losses, metrics and optimizers; models stay plain nn.Modules."""
+"""LightningModules, one per task, on one base (ZooTask). They own losses, metrics and optimizers; models stay
+plain nn.Modules."""
 
+from .base import ZooTask
 from .causal_lm import CausalLMTask
-from .pretraining import BertPretrainingTask
-from .classification import SequenceClassificationTask
 from .checkpoint import load_model_from_checkpoint, read_checkpoint
+from .classification import SequenceClassificationTask
+from .image_classification import ImageClassificationTask
+from .pretraining import BertPretrainingTask
 from .seq2seq import Seq2SeqTask
+from .throughput_monitor import ZooThroughputMonitor
 
-__all__ = ["BertPretrainingTask", "SequenceClassificationTask", "CausalLMTask", "load_model_from_checkpoint", "read_checkpoint"]
-__all__ += ["Seq2SeqTask"]
-from .image_classification import ImageClassificationTask  # noqa: E402
-__all__ += ["ImageClassificationTask"]
+__all__ = [
+    "BertPretrainingTask",
+    "CausalLMTask",
+    "ImageClassificationTask",
+    "Seq2SeqTask",
+    "SequenceClassificationTask",
+    "ZooTask",
+    "ZooThroughputMonitor",
+    "load_model_from_checkpoint",
+    "read_checkpoint",
+]

@@ -44,11 +44,16 @@ def load_model_from_checkpoint(path: str | Path, *, task: str | None = None) -> 
             f"{path} holds a {info.get('model_type')} model trained for task '{info.get('task')}', "
             f"but this command needs a '{task}' checkpoint"
         )
-    model_type = info.get("model_type")
-    if model_type not in MODEL_TYPES:
-        raise ValueError(f"{path}: unknown model_type '{model_type}'")
-    model = MODEL_TYPES[model_type].from_config_dict(info["model_config"])
+    model = build_model(info, path)
     prefix = "net."
     state = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
     model.load_state_dict(state)
     return model.eval(), info
+
+
+def build_model(info: dict, path: str | Path) -> ZooModel:
+    """A freshly initialized model of the type and config a checkpoint's "zoo" section records."""
+    model_type = info.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"{path}: unknown model_type '{model_type}'")
+    return MODEL_TYPES[model_type].from_config_dict(info["model_config"])

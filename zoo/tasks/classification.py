@@ -11,7 +11,6 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
@@ -21,7 +20,7 @@ from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, Multi
 from zoo.models import BERT
 
 from .checkpoint import load_model_from_checkpoint
-from .common import configure_optimizers, zoo_checkpoint_info
+from .base import ZooTask
 
 
 def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
@@ -48,13 +47,15 @@ def _hf_vocab(path: Path) -> list[str] | None:
     return vocab.read_text(encoding="utf-8").splitlines() if vocab.is_file() else None
 
 
-class SequenceClassificationTask(L.LightningModule):
+class SequenceClassificationTask(ZooTask):
     task_name = "sequence_classification"
+    # A rebuilt task takes its network from the checkpoint, not again from the pretrained model.
+    not_rebuilt = ("pretrained",)
 
     def __init__(
         self,
         net: BERT,
-        optimizer: Callable[..., torch.optim.Optimizer] | None,
+        optimizer: Callable[..., torch.optim.Optimizer] | None = None,
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         *,
         weight_decay: float = 0.01,
@@ -62,18 +63,15 @@ class SequenceClassificationTask(L.LightningModule):
         tokenizer=None,
         compile: bool = False,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "tokenizer"])
+        """pretrained: a zoo checkpoint (.ckpt) or a Hugging Face BERT directory whose encoder the model starts
+        from (its sizes and vocabulary win over `net`'s; the head comes from `net`). The rest: see `ZooTask`."""
         if getattr(net, "classifier", None) is None:
             raise ValueError("sequence classification needs a BERT built with head='classification'")
         if net.config.num_labels < 2:
             raise ValueError(f"sequence classification needs num_labels >= 2, got {net.config.num_labels}")
         if pretrained is not None:
             net = self._from_pretrained(net, pretrained, tokenizer)
-        self.net = net
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.tokenizer = tokenizer
-        self._forward_fn = torch.compile(net) if compile else net
+        super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
         n = net.config.num_labels
         self.train_acc = MulticlassAccuracy(num_classes=n, average="micro")
         self.val_loss = MeanMetric()
@@ -102,8 +100,8 @@ class SequenceClassificationTask(L.LightningModule):
         return model
 
     def forward(self, batch) -> torch.Tensor:
-        return self._forward_fn(batch.input_ids, token_type_ids=batch.token_type_ids,
-                                attention_mask=batch.attention_mask).logits
+        return self.net(batch.input_ids, token_type_ids=batch.token_type_ids,
+                        attention_mask=batch.attention_mask).logits
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         logits = self(batch)
@@ -113,8 +111,15 @@ class SequenceClassificationTask(L.LightningModule):
         self.log("train/acc", self.train_acc, on_step=True, on_epoch=False)
         return loss
 
-    def configure_optimizers(self):
-        return configure_optimizers(self)
+    def batch_samples(self, batch) -> int:
+        return batch.input_ids.shape[0]
+
+    def batch_items(self, batch) -> int:
+        return int(batch.attention_mask.sum())  # real tokens, padding left out
+
+    def batch_flops(self, batch) -> float:
+        # The encoder runs on every position, padding included; the pooler and classifier are negligible.
+        return self.net.flops_per_token(batch.input_ids.shape[1]) * batch.input_ids.numel()
 
     def _evaluate(self, batch) -> None:
         logits = self(batch)
@@ -141,6 +146,3 @@ class SequenceClassificationTask(L.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_evaluation("test")
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["zoo"] = zoo_checkpoint_info(self, self.tokenizer)

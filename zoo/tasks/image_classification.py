@@ -3,10 +3,8 @@ accuracy, AdamW with optional layer-wise lr decay, and a confusion matrix and at
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric
@@ -14,17 +12,19 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 
 from zoo.models import ZooModel
 
-from .common import zoo_checkpoint_info
-from .image_logging import attention_rollout, confusion_matrix_image, log_image, rollout_image
+from .base import ZooTask
+from .image_logging import attention_rollout, confusion_matrix_figure, log_figure, log_image, rollout_image
+from .optim import layer_decay_groups
 
 
-class ImageClassificationTask(L.LightningModule):
+class ImageClassificationTask(ZooTask):
     task_name = "image_classification"
+    throughput_unit = "images"
 
     def __init__(
         self,
         net: ZooModel,
-        optimizer: Callable[..., torch.optim.Optimizer] | None,
+        optimizer: Callable[..., torch.optim.Optimizer] | None = None,
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         *,
         weight_decay: float = 0.05,
@@ -41,25 +41,20 @@ class ImageClassificationTask(L.LightningModule):
         optimizer. layer_decay: fine-tuning's layer-wise lr decay (e.g. 0.75): block i of L trains at
         lr * layer_decay^(L + 1 - (i + 1)), the embeddings at the lowest rate, the head at the full rate.
         class_names, image_mean, image_std: from the data, to label the confusion matrix and draw images."""
-        super().__init__()
         # Hydra hands list arguments over as ListConfig, which checkpoints loaded with weights_only=True refuse.
         class_names = None if class_names is None else [str(c) for c in class_names]
         image_mean = None if image_mean is None else [float(v) for v in image_mean]
         image_std = None if image_std is None else [float(v) for v in image_std]
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"])
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         if layer_decay is not None and not 0.0 < layer_decay <= 1.0:
             raise ValueError(f"layer_decay must be in (0, 1] (or null for none), got {layer_decay}")
         if layer_decay is not None and not hasattr(net, "layer_index"):
             raise ValueError(f"layer_decay needs a model that numbers its layers; {type(net).__name__} does not")
-        self.net = net
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        # Kept out of the module tree, so that checkpoints carry no "_orig_mod." names.
-        self._forward_fn = torch.compile(net) if compile else net
         num_classes = net.config.num_classes
         if num_classes < 2:
             raise ValueError(f"image classification needs num_classes >= 2, the model has {num_classes}")
+        super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile)
         self.num_classes = num_classes
         self.top_k = min(5, num_classes - 1)  # top-5 is meaningless with 5 classes or fewer
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -70,19 +65,15 @@ class ImageClassificationTask(L.LightningModule):
         self.test_topk = MulticlassAccuracy(num_classes, top_k=self.top_k, average="micro")
         self.val_confusion = MulticlassConfusionMatrix(num_classes)
         self._rollout_batch: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._step_started: float | None = None
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self._forward_fn(images)
+        return self.net(images)
 
     def _loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         # Hard labels (B,) or MixUp/CutMix probabilities (B, C); cross_entropy takes both, with smoothing.
         return F.cross_entropy(logits.float(), targets, label_smoothing=self.hparams.label_smoothing)
 
     # ---- training ------------------------------------------------------------------------------------------
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        self._step_started = time.perf_counter()
-
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         images, targets = batch
         logits = self(images)
@@ -93,40 +84,22 @@ class ImageClassificationTask(L.LightningModule):
         self.log("train/acc", self.train_acc, prog_bar=True)
         return loss
 
-    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        if self._step_started is not None:
-            seconds = time.perf_counter() - self._step_started
-            self.log("train/images_per_sec", batch[0].shape[0] * self.trainer.world_size / seconds)
+    def batch_samples(self, batch) -> int:
+        return batch[0].shape[0]
 
-    def _param_groups(self) -> list[dict]:
+    def batch_items(self, batch) -> int:
+        return batch[0].shape[0]
+
+    def batch_flops(self, batch) -> float | None:
+        per_image = getattr(self.net, "flops_per_image", None)
+        return None if per_image is None else per_image() * batch[0].shape[0]
+
+    def param_groups(self) -> list[dict]:
         """No weight decay on biases, norm scales, the class token and positions; with layer_decay, one group
         per depth carrying its `lr_scale`."""
-        decay_rate = self.hparams.layer_decay
-        skip = set(self.net.no_weight_decay()) if hasattr(self.net, "no_weight_decay") else set()
-        top = self.net.layer_index("head.weight") if decay_rate else 0
-        groups: dict[tuple[int, bool], dict] = {}
-        for name, param in self.net.named_parameters():
-            if not param.requires_grad:
-                continue
-            no_decay = param.dim() < 2 or name in skip
-            depth = self.net.layer_index(name) if decay_rate else 0
-            group = groups.setdefault((depth, no_decay), {
-                "params": [], "weight_decay": 0.0 if no_decay else self.hparams.weight_decay,
-                "lr_scale": decay_rate ** (top - depth) if decay_rate else 1.0,
-            })
-            group["params"].append(param)
-        return list(groups.values())
-
-    def configure_optimizers(self):
-        if self.optimizer_factory is None:
-            raise ValueError("this task was built without an optimizer (evaluation only); it cannot be trained")
-        optimizer = self.optimizer_factory(self._param_groups())
-        for group in optimizer.param_groups:  # before the scheduler records each group's initial lr
-            group["lr"] *= group["lr_scale"]
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = self.scheduler_factory(optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        if self.hparams.layer_decay is None:
+            return super().param_groups()
+        return layer_decay_groups(self.net, self.hparams.weight_decay, self.hparams.layer_decay)
 
     # ---- evaluation ----------------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx: int) -> None:
@@ -156,8 +129,8 @@ class ImageClassificationTask(L.LightningModule):
         loggers, step = self.loggers, self.global_step
         if not loggers:
             return
-        log_image(loggers, "val/confusion_matrix",
-                  confusion_matrix_image(confusion, self.hparams.class_names, title=f"val, step {step}"), step)
+        log_figure(loggers, "val/confusion_matrix",
+                   confusion_matrix_figure(confusion, self.hparams.class_names, title=f"val, step {step}"), step)
         if self._rollout_batch is None or not hasattr(self.net, "attention_maps"):
             return
         images, labels = self._rollout_batch
@@ -189,11 +162,7 @@ class ImageClassificationTask(L.LightningModule):
             metric.reset()
 
     # ---- checkpoints ---------------------------------------------------------------------------------------
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # Everything needed to rebuild the model and label its outputs without the config or the data folder.
-        checkpoint["zoo"] = zoo_checkpoint_info(
-            self,
-            class_names=self.hparams.class_names,
-            image_mean=self.hparams.image_mean,
-            image_std=self.hparams.image_std,
-        )
+    def checkpoint_extras(self) -> dict:
+        # What labels the outputs and undoes the normalization, for evaluation without the data folder.
+        return {"class_names": self.hparams.class_names, "image_mean": self.hparams.image_mean,
+                "image_std": self.hparams.image_std}

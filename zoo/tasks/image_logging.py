@@ -1,18 +1,19 @@
-"""Pictures for image classifiers: a confusion matrix and attention-rollout overlays, drawn with PIL (no plotting
-library needed) and sent to whichever loggers the trainer has."""
+"""Pictures for image classifiers, sent to whichever loggers the trainer has: the confusion matrix (torchmetrics'
+matplotlib plot) and attention-rollout overlays (image grids, composed with PIL)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
 from PIL import Image, ImageDraw, ImageFont
-
-# Anchor colours of a perceptually ordered dark-to-bright map (close to matplotlib's "inferno").
-_INFERNO = torch.tensor([(0, 0, 4), (87, 16, 110), (188, 55, 84), (249, 142, 9), (252, 255, 164)], dtype=torch.float32)
+from torchmetrics.classification import MulticlassConfusionMatrix
 
 
 def log_image(loggers: list[Logger], key: str, image: Image.Image, step: int) -> None:
@@ -28,50 +29,40 @@ def log_image(loggers: list[Logger], key: str, image: Image.Image, step: int) ->
 
 
 def colormap(values: torch.Tensor) -> torch.Tensor:
-    """values in [0, 1], any shape -> uint8 RGB with a trailing channel dimension."""
-    x = values.clamp(0, 1) * (len(_INFERNO) - 1)
-    low = x.floor().long().clamp(max=len(_INFERNO) - 2)
-    frac = (x - low)[..., None]
-    return (_INFERNO[low] * (1 - frac) + _INFERNO[low + 1] * frac).round().to(torch.uint8)
+    """values in [0, 1], any shape -> uint8 RGB with a trailing channel dimension (matplotlib's "inferno", a
+    perceptually ordered dark-to-bright map)."""
+    rgba = plt.get_cmap("inferno")(values.detach().cpu().clamp(0, 1).numpy(), bytes=True)
+    return torch.from_numpy(rgba[..., :3].copy())
+
+
+def log_figure(loggers: list[Logger], key: str, figure: Figure, step: int) -> None:
+    """A matplotlib figure, rendered once to a PNG, then logged like any picture; the figure is closed."""
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format="png", dpi=100)
+    finally:
+        plt.close(figure)  # pyplot keeps every open figure alive; one per validation would add up
+    buffer.seek(0)
+    log_image(loggers, key, Image.open(buffer).convert("RGB"), step)
 
 
 # ---- confusion matrix -------------------------------------------------------------------------------------------
-def confusion_matrix_image(matrix: torch.Tensor, class_names: list[str] | None = None,
-                           title: str = "confusion matrix") -> Image.Image:
-    """Rows are true classes, columns predictions. Cells are shaded by the row-normalized rate (so rare classes
-    show as clearly as common ones) and, when there is room, labelled with their counts."""
-    matrix = matrix.detach().cpu().long()
+def confusion_matrix_figure(matrix: torch.Tensor, class_names: list[str] | None = None,
+                            title: str = "confusion matrix") -> Figure:
+    """Rows are true classes, columns predictions (torchmetrics' plot), titled with the accuracy. Counts are
+    written in the cells and classes named on the axes while there is room for them."""
+    matrix = matrix.detach().cpu()
     n = matrix.shape[0]
-    names = class_names if class_names and len(class_names) == n else [str(i) for i in range(n)]
-    cell = max(2, min(40, 720 // n))
-    labelled = cell >= 16
-    font = ImageFont.load_default()
-    margin = (max(len(s) for s in names) * 7 + 12) if labelled else 8
-    top = 28 + (margin if labelled else 0)
-    width, height = margin + n * cell + 8, top + n * cell + 8
-    image = Image.new("RGB", (width, height), "white")
-    draw = ImageDraw.Draw(image)
-    draw.text((6, 6), f"{title} (rows: true, columns: predicted; accuracy "
-                      f"{matrix.diag().sum().item() / max(1, matrix.sum().item()):.1%})", fill="black", font=font)
-    rates = matrix.float() / matrix.sum(dim=1, keepdim=True).clamp(min=1)
-    shade = (255 - rates * 215).round().long()  # white -> dark blue
-    for i in range(n):
-        for j in range(n):
-            x0, y0 = margin + j * cell, top + i * cell
-            s = int(shade[i, j])
-            draw.rectangle([x0, y0, x0 + cell - 1, y0 + cell - 1], fill=(s, s + (255 - s) // 3, 255),
-                           outline=(230, 230, 230) if labelled else None)
-            if labelled and matrix[i, j] > 0:
-                draw.text((x0 + 3, y0 + cell // 2 - 5), str(int(matrix[i, j])),
-                          fill="white" if rates[i, j] > 0.5 else "black", font=font)
-    if labelled:
-        for k, name in enumerate(names):
-            draw.text((4, top + k * cell + cell // 2 - 5), name, fill="black", font=font)
-            # Column labels are written upwards in a strip above the matrix.
-            strip = Image.new("RGB", (margin, cell), "white")
-            ImageDraw.Draw(strip).text((4, cell // 2 - 5), name, fill="black", font=font)
-            image.paste(strip.rotate(90, expand=True), (margin + k * cell, 28))
-    return image
+    names = class_names if class_names and len(class_names) == n else None
+    side = min(12.0, 3.0 + 0.4 * n)  # inches: readable for 10 classes, bounded for 1000
+    figure, ax = plt.subplots(figsize=(side, side), constrained_layout=True)
+    MulticlassConfusionMatrix(num_classes=n).plot(val=matrix, ax=ax, add_text=n <= 20, labels=names)
+    if n > 30:  # one tick per class would be an unreadable smear
+        ax.set_xticks([])
+        ax.set_yticks([])
+    accuracy = matrix.diag().sum().item() / max(1, matrix.sum().item())
+    ax.set_title(f"{title} (accuracy {accuracy:.1%})")
+    return figure
 
 
 # ---- attention rollout ----------------------------------------------------------------------------------------

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric
@@ -13,16 +11,16 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.models import BERT
 
-from .common import configure_optimizers, zoo_checkpoint_info
+from .base import ZooTask
 
 
-class BertPretrainingTask(L.LightningModule):
+class BertPretrainingTask(ZooTask):
     task_name = "mlm_nsp"
 
     def __init__(
         self,
         net: BERT,
-        optimizer: Callable[..., torch.optim.Optimizer] | None,
+        optimizer: Callable[..., torch.optim.Optimizer] | None = None,
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         *,
         weight_decay: float = 0.01,
@@ -32,23 +30,16 @@ class BertPretrainingTask(L.LightningModule):
     ) -> None:
         """optimizer / scheduler: partials (Hydra `_partial_: true`). nsp_weight: 0 turns NSP off (RoBERTa),
         the original objective is MLM + NSP with equal weight."""
-        super().__init__()
         if getattr(net, "mlm", None) is None:
             raise ValueError("pretraining needs a BERT built with head='pretraining' (MLM and NSP heads)")
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "tokenizer"])
-        self.net = net
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.tokenizer = tokenizer
-        # Kept out of the module tree, so that checkpoints carry no "_orig_mod." names.
-        self._forward_fn = torch.compile(net) if compile else net
+        super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
         self.val_mlm_loss, self.val_nsp_loss = MeanMetric(), MeanMetric()
         self.val_mlm_acc = MulticlassAccuracy(num_classes=net.config.vocab_size, average="micro")
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
-        self._step_started: float | None = None
 
     def forward(self, batch):
-        return self._forward_fn(batch.input_ids, token_type_ids=batch.token_type_ids,
-                                attention_mask=batch.attention_mask, mlm_positions=batch.labels != -100)
+        return self.net(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
+                        mlm_positions=batch.labels != -100)
 
     def _losses(self, batch):
         out = self(batch)
@@ -65,17 +56,18 @@ class BertPretrainingTask(L.LightningModule):
         self.log("train/nsp_loss", nsp)
         return loss
 
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        self._step_started = time.perf_counter()
+    def batch_samples(self, batch) -> int:
+        return batch.input_ids.shape[0]
 
-    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        if self._step_started is not None:
-            tokens = int(batch.attention_mask.sum())
-            seconds = time.perf_counter() - self._step_started
-            self.log("train/tokens_per_sec", tokens * self.trainer.world_size / seconds)
+    def batch_items(self, batch) -> int:
+        return int(batch.attention_mask.sum())  # real tokens, padding left out
 
-    def configure_optimizers(self):
-        return configure_optimizers(self)
+    def batch_flops(self, batch) -> float:
+        # The encoder runs on every position, padding included; the vocabulary projection only on masked ones.
+        c = self.net.config
+        masked = int((batch.labels != -100).sum())
+        return self.net.flops_per_token(batch.input_ids.shape[1]) * batch.input_ids.numel() + \
+            6 * c.vocab_size * c.hidden_size * masked
 
     def _evaluate(self, batch) -> None:
         out, targets, mlm, nsp = self._losses(batch)
@@ -107,6 +99,3 @@ class BertPretrainingTask(L.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_evaluation("test")
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["zoo"] = zoo_checkpoint_info(self, self.tokenizer)

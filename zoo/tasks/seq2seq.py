@@ -7,10 +7,8 @@ cased) of the detokenized translations against the raw references.
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
-import lightning as L
 import sacrebleu
 import torch
 import torch.distributed as dist
@@ -18,17 +16,17 @@ from torchmetrics import MeanMetric
 
 from zoo.models import Transformer
 
-from .common import configure_optimizers, zoo_checkpoint_info
+from .base import ZooTask
 from .text_logging import log_text
 
 
-class Seq2SeqTask(L.LightningModule):
+class Seq2SeqTask(ZooTask):
     task_name = "seq2seq"
 
     def __init__(
         self,
         net: Transformer,
-        optimizer: Callable[..., torch.optim.Optimizer] | None,
+        optimizer: Callable[..., torch.optim.Optimizer] | None = None,
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         *,
         tokenizer=None,
@@ -46,55 +44,54 @@ class Seq2SeqTask(L.LightningModule):
         a validation run on its own, e.g. eval.py, always scores BLEU). val_beam_size / test_beam_size: 1 is greedy.
         length_penalty: GNMT's alpha (0.6 in the paper). max_len_b: translations stop at source length + max_len_b
         tokens. Without a tokenizer no BLEU is computed (only losses)."""
-        super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         if bleu_every_n_val < 0 or val_beam_size < 1 or test_beam_size < 1:
             raise ValueError("need bleu_every_n_val >= 0, val_beam_size >= 1 and test_beam_size >= 1")
         if getattr(net, "model_type", None) != "transformer":
             raise TypeError(f"the seq2seq task trains an encoder-decoder Transformer, got {type(net).__name__}")
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "tokenizer"])
-        self.net = net
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.tokenizer = tokenizer
-        # Kept out of the module tree, so that checkpoints carry no "_orig_mod." names.
-        self._forward_fn = torch.compile(net) if compile else net
+        super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
         self.pad_id = net.config.pad_token_id
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self._translations: list[tuple[str, str, str]] = []  # (source, hypothesis, reference)
         self._val_count = 0
         self._score_bleu = False
-        self._step_started: float | None = None
+        # Weights per token of each stack, for the FLOPs estimate (embedding look-ups do no matmul).
+        named = dict(net.named_parameters())
+        self._encoder_weights = sum(p.numel() for n, p in named.items() if n.startswith("encoder."))
+        self._decoder_weights = sum(p.numel() for n, p in named.items() if n.startswith("decoder."))
 
     def forward(self, src, tgt_in, src_mask=None) -> torch.Tensor:
-        return self._forward_fn(src, tgt_in, src_mask=src_mask)
+        return self.net(src, tgt_in, src_mask=src_mask)
 
     def _loss(self, batch, *, smoothing: float) -> tuple[torch.Tensor, int]:
         """Mean cross-entropy per target token, padding ignored; and the number of target tokens."""
         labels = batch["labels"]
         # The model's fused output layer + loss: the logits are never materialized (zoo.core.linear_cross_entropy).
-        loss = self._forward_fn(batch["src"], batch["tgt_in"], src_mask=batch["src_mask"], targets=labels,
-                                ignore_index=self.pad_id, label_smoothing=smoothing)
+        loss = self.net(batch["src"], batch["tgt_in"], src_mask=batch["src_mask"], targets=labels,
+                        ignore_index=self.pad_id, label_smoothing=smoothing)
         return loss, int((labels != self.pad_id).sum())
 
     # ---- training ------------------------------------------------------------------------------------
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        self._step_started = time.perf_counter()
-
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss, tokens = self._loss(batch, smoothing=self.hparams.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
         return loss
 
-    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        if self._step_started is None:
-            return
-        tokens = int(batch["src_mask"].sum() + (batch["labels"] != self.pad_id).sum())
-        seconds = time.perf_counter() - self._step_started
-        self.log("train/tokens_per_sec", tokens / seconds * self.trainer.world_size, batch_size=1)
+    def batch_samples(self, batch) -> int:
+        return batch["src"].shape[0]
 
-    def configure_optimizers(self):
-        return configure_optimizers(self)
+    def batch_items(self, batch) -> int:
+        return int(batch["src_mask"].sum() + (batch["labels"] != self.pad_id).sum())  # real tokens of both sides
+
+    def batch_flops(self, batch) -> float:
+        """6 FLOPs per weight per token on its own side (padding included: it is computed), the output layer on
+        target tokens, and the attention scores and mixing of encoder self-, decoder self- and cross-attention."""
+        c = self.net.config
+        (b, s), t = batch["src"].shape, batch["tgt_in"].shape[1]
+        weights = 6 * (self._encoder_weights * b * s + (self._decoder_weights + c.tgt_vocab_size * c.d_model) * b * t)
+        attention = 12 * c.d_model * (c.n_encoder_layers * s * b * s + c.n_decoder_layers * (t + s) * b * t)
+        return float(weights + attention)
 
     # ---- evaluation ----------------------------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
@@ -173,8 +170,3 @@ class Seq2SeqTask(L.LightningModule):
             return
         texts = [f"SRC: {s}\nHYP: {h}\nREF: {r}" for s, h, r in self._translations[:n]]
         log_text(self.loggers, key, texts, self.global_step)
-
-    # ---- checkpoints ---------------------------------------------------------------------------------
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # Everything needed to rebuild the model and its tokenizer without the config or the data folder.
-        checkpoint["zoo"] = zoo_checkpoint_info(self, self.tokenizer)

@@ -1,0 +1,180 @@
+"""ZooTask: what every task shares, so that the five tasks keep only their losses, metrics and logging.
+
+It owns the network (`self.net`, the only module holding weights), the optimizer and scheduler partials with a
+parameter-group hook, the compile switch, the checkpoint's "zoo" section and `load_from_checkpoint`, and the
+batch sizes and FLOPs that `zoo.tasks.throughput_monitor.ZooThroughputMonitor` turns into throughput and MFU.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import lightning as L
+import torch
+
+from zoo.models import ZooModel
+
+from .checkpoint import build_model, read_checkpoint
+from .factories import describe_partial, rebuild_partial
+from .optim import build_optimizer, param_groups
+
+
+class ZooTask(L.LightningModule):
+    """Base of the task LightningModules.
+
+    Subclasses set `task_name` (stored in checkpoints; eval.py and generate.py dispatch on it), call
+    `super().__init__(net, optimizer, scheduler, ...)` with their own options as keyword arguments (recorded as
+    hyper-parameters), and implement the loss/metric hooks plus the three throughput hooks below.
+    """
+
+    task_name: ClassVar[str]
+    # Constructor arguments that are objects, not data: never recorded as hyper-parameters.
+    not_hparams: ClassVar[tuple[str, ...]] = ("tokenizer",)
+    # Hyper-parameters that say how the network was first made; once a checkpoint's "zoo" section holds the
+    # network they must not be applied again (e.g. loading a pretrained encoder from a path).
+    not_rebuilt: ClassVar[tuple[str, ...]] = ()
+    # "tokens" or "images": what train/<unit>_per_sec counts.
+    throughput_unit: ClassVar[str] = "tokens"
+    _by_name: ClassVar[dict[str, type["ZooTask"]]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "task_name" in cls.__dict__:
+            ZooTask._by_name[cls.task_name] = cls
+
+    def __init__(
+        self,
+        net: ZooModel,
+        optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+        scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
+        *,
+        weight_decay: float = 0.0,
+        compile: bool = False,
+        tokenizer=None,
+    ) -> None:
+        """optimizer / scheduler: partials (Hydra `_partial_: true`) completed with the parameter groups / the
+        optimizer; None builds a task for evaluation only. compile: `torch.compile` the network in place
+        (`nn.Module.compile`), so compiled or not it has one set of parameter names and checkpoints carry no
+        `_orig_mod.` prefixes."""
+        super().__init__()
+        # Lightning collects the arguments of every __init__ up the subclass chain (the tasks' own options).
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", *self.not_hparams])
+        # The partials as plain data ({"_target_", "_partial_", keywords}); None where they cannot be written down.
+        self.hparams["optimizer"] = describe_partial(optimizer)
+        self.hparams["scheduler"] = describe_partial(scheduler)
+        self.net = net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.tokenizer = tokenizer
+        self.flops_per_batch: float | None = None  # of the training batch in flight; read by ThroughputMonitor
+        if compile:
+            net.compile()
+
+    # ---- optimization --------------------------------------------------------------------------------------
+    def param_groups(self) -> list[dict]:
+        """The optimizer's parameter groups: decay / no-decay by default. An override may give each group an
+        `lr_scale` (multiplied into its lr before the scheduler records it), e.g. layer-wise lr decay."""
+        return param_groups(self.net, self.hparams.weight_decay)
+
+    def configure_optimizers(self):
+        if self.optimizer_factory is None:
+            raise ValueError(f"this {type(self).__name__} was built without an optimizer (evaluation only); give it "
+                             "optimizer=<partial>, or load it from a checkpoint that records one, to train")
+        optimizer = build_optimizer(self.optimizer_factory, self.param_groups(), self._trainer)
+        for group in optimizer.param_groups:
+            group["lr"] *= group.get("lr_scale", 1.0)
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ---- throughput (read by ZooThroughputMonitor) -------------------------------------------------------
+    def batch_samples(self, batch) -> int:
+        """Sequences (or images) in a batch."""
+        raise NotImplementedError
+
+    def batch_items(self, batch) -> int:
+        """What train/<throughput_unit>_per_sec counts in a batch: real tokens, or images."""
+        raise NotImplementedError
+
+    def batch_flops(self, batch) -> float | None:
+        """Training FLOPs (forward + backward) of a batch as the model computes it (padding included); None
+        where the model has no estimate (then no MFU is logged)."""
+        return None
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        self.flops_per_batch = self.batch_flops(batch)
+
+    # ---- checkpoints ---------------------------------------------------------------------------------------
+    def checkpoint_extras(self) -> dict:
+        """Task-specific entries of the checkpoint's "zoo" section (class names, ...)."""
+        return {}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Everything needed to rebuild the model (and its tokenizer, class names...) without the config or data.
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        checkpoint["zoo"] = {
+            "task": self.task_name,
+            "datamodule": None if datamodule is None else f"{type(datamodule).__module__}.{type(datamodule).__qualname__}",
+            "model_type": self.net.model_type,
+            "model_config": self.net.config_dict(),
+            "tokenizer": None if self.tokenizer is None else self.tokenizer.to_json(),
+            **self.checkpoint_extras(),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # Checkpoints written before this base held every tensor twice, also under "_forward_fn." (the same
+        # network registered a second time); those copies are dropped so that old runs still resume.
+        state = checkpoint.get("state_dict", {})
+        for key in [k for k in state if k.startswith("_forward_fn.")]:
+            del state[key]
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool = True,
+                             **kwargs: Any) -> "ZooTask":
+        """The task stored in a zoo checkpoint, its network rebuilt from the "zoo" section and its weights
+        loaded (read with `weights_only=True`).
+
+        Its options come from the recorded hyper-parameters, the optimizer and scheduler too where they were
+        recorded (else None: evaluation only). `kwargs` override any of them and give what a checkpoint holds
+        no object for, e.g. `tokenizer=datamodule.tokenizer` or `compile=False`. Called on ZooTask itself it
+        returns the subclass the checkpoint names; called on a subclass it refuses a checkpoint of another task.
+        """
+        path = str(checkpoint_path)
+        checkpoint = read_checkpoint(path)
+        info = checkpoint["zoo"]
+        task_cls = cls._class_for(info.get("task"), path)
+        hparams = dict(checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY) or {})
+        optimizer = rebuild_partial(hparams.pop("optimizer", None), kind="optimizer", source=path)
+        scheduler = rebuild_partial(hparams.pop("scheduler", None), kind="scheduler", source=path)
+        for key in task_cls.not_rebuilt:
+            hparams.pop(key, None)
+        arguments = {"optimizer": optimizer, "scheduler": scheduler, **hparams, **kwargs}
+        accepted = _init_keywords(task_cls)
+        unknown = sorted(set(arguments) - accepted)
+        if unknown:
+            raise ValueError(f"{path} records option(s) {', '.join(unknown)} that {task_cls.__name__} does not take "
+                             f"(written by another version of zoo?); it takes: {', '.join(sorted(accepted))}")
+        task = task_cls(build_model(info, path), **arguments)
+        task.on_load_checkpoint(checkpoint)  # before the weights, as Lightning orders it when resuming
+        task.load_state_dict(checkpoint["state_dict"], strict=strict)
+        return task.to(map_location) if map_location is not None else task
+
+    @classmethod
+    def _class_for(cls, task_name: str | None, path: str) -> type["ZooTask"]:
+        if cls is ZooTask:
+            if task_name not in ZooTask._by_name:
+                raise ValueError(f"{path}: unknown task '{task_name}'; known: {', '.join(sorted(ZooTask._by_name))}")
+            return ZooTask._by_name[task_name]
+        if task_name != cls.task_name:
+            other = ZooTask._by_name.get(task_name)
+            hint = f"; load it with {other.__name__}" if other is not None else ""
+            raise ValueError(f"{path} is a '{task_name}' checkpoint, not '{cls.task_name}' ({cls.__name__}){hint}")
+        return cls
+
+
+def _init_keywords(task_cls: type) -> set[str]:
+    """Keyword arguments a task's constructor accepts (besides the network)."""
+    params = inspect.signature(task_cls.__init__).parameters.values()
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "net"}
