@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset
 from .atomic import atomic_write
 from .batching import per_device_batch_size
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
+from .resumable import resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
 from .wordpiece import WordPieceTokenizer
 
@@ -388,22 +389,20 @@ class BertPretrainingDataModule(L.LightningDataModule):
             item["input_ids"], item["labels"] = inputs[0].tolist(), labels[0].tolist()
         self._datasets["val"] = PairDataset(val_items)
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            self._datasets[split],
-            batch_size=self.per_device_batch_size,
-            shuffle=shuffle,
-            drop_last=shuffle,
-            collate_fn=self.collator(),
-            num_workers=self.hparams.num_workers,
-            persistent_workers=self.hparams.num_workers > 0,
-        )
+    def _loader(self, split: str) -> DataLoader:
+        return seeded_loader(self._datasets[split], batch_size=self.per_device_batch_size, seed=self.hparams.seed,
+                             num_workers=self.hparams.num_workers, collate_fn=self.collator())
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        # Shuffled by seed and position (resumes exactly mid-epoch); the masks come from the global RNG, which the
+        # checkpoint holds, when num_workers is 0.
+        dataset, batch = self._datasets["train"], self.per_device_batch_size
+        sampler = resumable_sampler(dataset, seed=self.hparams.seed, trainer=self.trainer, batch_size=batch)
+        return seeded_loader(dataset, sampler=sampler, batch_size=batch, seed=self.hparams.seed,
+                             num_workers=self.hparams.num_workers, collate_fn=self.collator())
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+        return self._loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+        return self._loader("val")

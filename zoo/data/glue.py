@@ -7,6 +7,7 @@ The text columns are found from the header (`sentence`, or `sentence1`/`sentence
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader
 
 from .atomic import atomic_write
 from .batching import per_device_batch_size
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
+from .resumable import ResumableShuffle, resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
 from .wordpiece import WordPieceTokenizer, tokenizer_from_source
 
@@ -83,30 +85,32 @@ class ClassificationCollator:
         )
 
 
-class LengthGroupedSampler(Sampler[int]):
+class LengthGroupedSampler(ResumableShuffle):
     """Random batches of rows of similar length, so that padding to the longest row wastes little: shuffle, sort
-    groups of 50 batches by length, cut them into batches and shuffle the batch order (a new order every epoch).
-    The rows of one batch are consecutive indices, as the DataLoader groups them."""
+    groups of 50 batches by length, cut them into batches and shuffle the batch order (a new order every epoch,
+    from the seed and the epoch alone, so that a resumed run continues exactly).
 
-    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0) -> None:
-        self.lengths, self.batch_size, self.seed, self.epoch = lengths, batch_size, seed, 0
+    The batches are global ones (batch_size x world_size rows): rank r takes rows r, r+W, ... of each, so every
+    device gets rows of similar length. The rows of one batch are consecutive positions, as the DataLoader groups
+    them; the last, partial batch comes last, where drop_last drops it."""
 
-    def __len__(self) -> int:
-        return len(self.lengths)
+    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, *, rank: int = 0,
+                 world_size: int = 1) -> None:
+        super().__init__(lengths, seed=seed, rank=rank, world_size=world_size)
+        self.lengths, self.batch_size = lengths, batch_size
 
-    def __iter__(self):
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        self.epoch += 1
+    def order(self, generator: torch.Generator) -> list[int]:
         order = torch.randperm(len(self.lengths), generator=generator).tolist()
-        group = 50 * self.batch_size
+        size = self.batch_size * self.num_replicas
+        group = 50 * size
         batches = []
         for start in range(0, len(order), group):
             chunk = sorted(order[start : start + group], key=self.lengths.__getitem__, reverse=True)
-            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
-        full = [b for b in batches if len(b) == self.batch_size]
-        partial = [b for b in batches if len(b) < self.batch_size]  # last, where drop_last drops it
+            batches += [chunk[i : i + size] for i in range(0, len(chunk), size)]
+        full = [b for b in batches if len(b) == size]
+        partial = [b for b in batches if len(b) < size]
         shuffled = [full[i] for i in torch.randperm(len(full), generator=generator).tolist()]
-        return iter([i for batch in shuffled + partial for i in batch])
+        return [i for batch in shuffled + partial for i in batch]
 
 
 class GlueDataModule(L.LightningDataModule):
@@ -258,22 +262,27 @@ class GlueDataModule(L.LightningDataModule):
             if split not in self._datasets:
                 self._datasets[split] = PairDataset(self._items(self._rows[split]))
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        collate = ClassificationCollator(self.tokenizer.pad_id, block_size=self.hparams.block_size,
-                                         pad_to=self.hparams.pad_to)
-        dataset, sampler = self._datasets[split], None
-        if shuffle and self.hparams.group_by_length:
-            lengths = [len(item["input_ids"]) for item in dataset.items]
-            sampler, shuffle = LengthGroupedSampler(lengths, self.per_device_batch_size, self.hparams.seed), False
-        return DataLoader(dataset, batch_size=self.per_device_batch_size, shuffle=shuffle, sampler=sampler,
-                          drop_last=sampler is not None or shuffle, collate_fn=collate,
-                          num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
+    def _collator(self) -> ClassificationCollator:
+        return ClassificationCollator(self.tokenizer.pad_id, block_size=self.hparams.block_size,
+                                      pad_to=self.hparams.pad_to)
+
+    def _loader(self, split: str, sampler=None) -> DataLoader:
+        return seeded_loader(self._datasets[split], sampler=sampler, batch_size=self.per_device_batch_size,
+                             seed=self.hparams.seed, num_workers=self.hparams.num_workers,
+                             collate_fn=self._collator())
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        # Shuffled by seed and position, so that a resumed run continues exactly mid-epoch.
+        dataset, hp = self._datasets["train"], self.hparams
+        kind, data, batch = ResumableShuffle, dataset, self.per_device_batch_size
+        if hp.group_by_length:
+            kind = functools.partial(LengthGroupedSampler, batch_size=batch)
+            data = [len(item["input_ids"]) for item in dataset.items]
+        sampler = resumable_sampler(data, seed=hp.seed, trainer=self.trainer, batch_size=batch, kind=kind)
+        return self._loader("train", sampler)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+        return self._loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+        return self._loader("test")

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from torchvision.transforms import v2
 
 from .batching import per_device_batch_size
+from .resumable import resumable_sampler, seeded_loader
 from .image_sources import (
     CIFAR10_CLASSES,
     MNIST_CLASSES,
@@ -43,6 +44,7 @@ class ImageClassificationDataModule(L.LightningDataModule):
     on disk. `split_sizes=null` keeps the official train/test split and holds out `val_size` training images.
 
     `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
+    Training images are shuffled by `seed` alone and resume exactly where a checkpoint stopped.
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class ImageClassificationDataModule(L.LightningDataModule):
         split_sizes: list[float] | None = (8000, 1000, 1000),
         val_size: int | float = 5000,
         split_seed: int = 0,
+        seed: int = 0,
         crop_padding: int = 2,
         hflip: bool | None = None,
         rotation: float = 0.0,
@@ -228,16 +231,15 @@ class ImageClassificationDataModule(L.LightningDataModule):
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         hp = self.hparams
-        batch = self.per_device_batch_size if train else (hp.eval_batch_size or self.per_device_batch_size)
-        return DataLoader(
-            self._splits[split],
-            batch_size=batch,
-            shuffle=train,
-            drop_last=train,
-            collate_fn=self._collate() if train else default_collate,
-            num_workers=hp.num_workers,
-            persistent_workers=hp.num_workers > 0,
-        )
+        dataset, batch, sampler = self._splits[split], self.per_device_batch_size, None
+        if train:
+            # Shuffled by seed and position, so that a resumed run continues exactly mid-epoch. The augmentations
+            # draw from the global RNG, which the checkpoint holds, when num_workers is 0.
+            sampler = resumable_sampler(dataset, seed=hp.seed, trainer=self.trainer, batch_size=batch)
+        else:
+            batch = hp.eval_batch_size or batch
+        return seeded_loader(dataset, sampler=sampler, batch_size=batch, seed=hp.seed,
+                             num_workers=hp.num_workers, collate_fn=self._collate() if train else default_collate)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", train=True)

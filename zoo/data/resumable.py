@@ -1,38 +1,90 @@
-"""A shuffling sampler whose order depends only on (seed, epoch), so that a resumed run continues exactly.
+"""Shuffling samplers whose order depends only on (seed, epoch), so that a resumed run continues exactly.
 
 torch's RandomSampler draws its order from the global RNG when the loader is iterated, and Lightning does not
 fast-forward it on resume: a run resumed mid-epoch would replay the start of a new order. Here the position is
-derived from the trainer's global step instead, which the checkpoint restores.
+derived from the trainer's global step instead, which the checkpoint restores (`resumable_sampler`).
 
-It is a DistributedSampler (sharded by rank), so Lightning uses it as it is instead of wrapping it in another
-distributed sampler; it counts its own epochs (see `set_epoch`).
+They are DistributedSamplers (sharded by rank), so Lightning uses them as they are instead of wrapping them in
+another distributed sampler; they count their own epochs (see `set_epoch`). A subclass changes only `order`.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
-from torch.utils.data import Dataset, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 
 class ResumableShuffle(DistributedSampler):
-    def __init__(self, dataset: Dataset, *, seed: int, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, dataset, *, seed: int, rank: int = 0, world_size: int = 1) -> None:
         if len(dataset) < world_size:
             raise ValueError(f"{len(dataset)} samples cannot be shared by {world_size} processes")
         super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=True)
         self.start = 0
 
+    def order(self, generator: torch.Generator) -> list[int]:
+        """All indices of one epoch, in the order the ranks share them (rank r takes positions r, r+W, ...)."""
+        return torch.randperm(len(self.dataset), generator=generator).tolist()
+
     def set_position(self, samples_consumed: int) -> None:
         """Continue after `samples_consumed` samples of this rank, counted over all epochs."""
         self.epoch, self.start = divmod(samples_consumed, len(self))
+
+    def set_step(self, steps: int, *, batch_size: int, accumulate: int = 1, limit_batches: int | float = 1.0):
+        """Continue after `steps` optimizer steps of `accumulate` batches of `batch_size` samples each.
+
+        An epoch is the whole batches of `len(self)` samples (the loader drops the last partial one), cut to
+        `limit_batches` as Lightning's limit_train_batches does; its last optimizer step may take fewer batches,
+        as Lightning steps at the end of every epoch.
+        """
+        batches = len(self) // batch_size
+        if isinstance(limit_batches, int):
+            batches = min(batches, limit_batches)
+        else:
+            batches = int(batches * limit_batches)
+        if batches <= 0:
+            raise ValueError(f"{len(self)} samples per process make no batch of {batch_size}; lower data.batch_size")
+        steps_per_epoch = math.ceil(batches / accumulate)
+        self.epoch, step_in_epoch = divmod(steps, steps_per_epoch)
+        self.start = step_in_epoch * accumulate * batch_size
 
     def set_epoch(self, epoch: int) -> None:
         """Ignored: Lightning calls this with its epoch counter, which counts an epoch cut short by max_steps as
         finished, so a resumed run would jump to a new order. The epoch here follows the samples consumed."""
 
     def __iter__(self):
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        order = torch.randperm(len(self.dataset), generator=generator)
+        # The epoch advances when an iteration starts, not when it is exhausted: with limit_train_batches the
+        # loader is left unfinished, and the next epoch must still get a new order.
+        epoch, start = self.epoch, self.start
+        self.epoch, self.start = epoch + 1, 0  # the skip applies to the first pass after a resume only
+        order = self.order(torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
         mine = order[self.rank : self.total_size : self.num_replicas]
-        start, self.start = self.start, 0  # the skip applies to the first pass after a resume only
-        yield from mine[start:].tolist()
-        self.epoch += 1
+        return iter(mine[start:])
+
+
+def resumable_sampler(dataset, *, seed: int, trainer, batch_size: int, kind=ResumableShuffle, **kwargs):
+    """A sampler of `kind` for this trainer's rank, positioned after the optimizer steps it has already taken (the
+    step is restored from a checkpoint before the training loader is built). `batch_size` is the number of
+    dataset items one loader batch takes (1 when the items are batches themselves)."""
+    rank, world, step, accumulate, limit = 0, 1, 0, 1, 1.0
+    if trainer is not None:
+        rank, world = trainer.global_rank, trainer.world_size
+        step, accumulate, limit = trainer.global_step, trainer.accumulate_grad_batches, trainer.limit_train_batches
+    sampler = kind(dataset, seed=seed, rank=rank, world_size=world, **kwargs)
+    sampler.set_step(step, batch_size=batch_size, accumulate=accumulate, limit_batches=limit)
+    return sampler
+
+
+def loader_generator(seed: int) -> torch.Generator:
+    """For DataLoader(generator=...): creating a loader iterator draws a worker seed from this generator; from the
+    global RNG it would shift the dropout masks of a resumed run."""
+    return torch.Generator().manual_seed(seed)
+
+
+def seeded_loader(dataset, *, batch_size: int | None, seed: int, num_workers: int, sampler=None, **kwargs) -> DataLoader:
+    """A loader that draws nothing from the global RNG when iterated. With a (training) sampler: in its order,
+    whole batches only; without one: in dataset order, every item (evaluation)."""
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler,
+                      drop_last=sampler is not None and batch_size is not None, num_workers=num_workers,
+                      persistent_workers=num_workers > 0, generator=loader_generator(seed), **kwargs)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .resumable import resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
 from .translation_tokenizer import BOS_ID, EOS_ID, PAD_ID, TranslationTokenizer
 
@@ -281,20 +282,20 @@ class TranslationDataModule(L.LightningDataModule):
         batches = make_batches(src_lens, tgt_lens, self.per_device_max_tokens, seed)
         return TokenBatches(src, tgt, batches, src_text, tgt_text)
 
-    def _loader(self, dataset: TokenBatches, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=None,  # items are already batches
-            shuffle=shuffle,
-            num_workers=self.hparams.num_workers,
-            persistent_workers=self.hparams.num_workers > 0,
-        )
+    def _loader(self, dataset: TokenBatches, sampler=None) -> DataLoader:
+        # batch_size=None: the items are already batches.
+        return seeded_loader(dataset, sampler=sampler, batch_size=None, seed=self.hparams.seed,
+                             num_workers=self.hparams.num_workers)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self._dataset("train", seed=self.hparams.seed), shuffle=True)
+        # The batches are shuffled by seed and position (one item = one batch), so that a resumed run continues
+        # exactly mid-epoch.
+        dataset = self._dataset("train", seed=self.hparams.seed)
+        return self._loader(dataset, resumable_sampler(dataset, seed=self.hparams.seed, trainer=self.trainer,
+                                                       batch_size=1))
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self._dataset("val", seed=None), shuffle=False)
+        return self._loader(self._dataset("val", seed=None))
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(self._dataset("test", seed=None), shuffle=False)
+        return self._loader(self._dataset("test", seed=None))
