@@ -109,8 +109,10 @@ def save(model: GPT) -> tuple[dict, dict[str, torch.Tensor]]:
         "layer_norm_epsilon": c.layer_norm_eps,
         "initializer_range": 0.02,
         "tie_word_embeddings": c.tie_weights,
-        "bos_token_id": c.vocab_size - 1,
-        "eos_token_id": c.vocab_size - 1,
+        # The model alone does not know its tokenizer's special tokens: save_hf fills them in when told
+        # (a zoo-trained BPE has <|endoftext|> at id 0, GPT-2's own vocabulary at 50256, characters have none).
+        "bos_token_id": None,
+        "eos_token_id": None,
     }
     ours_to_hf_top = {v: k for k, v in _TOP_NAMES.items()}
     ours_to_hf_layer = {v: k for k, v in _LAYER_NAMES.items()}

@@ -10,6 +10,7 @@ from zoo.models import BERT
 from . import gpt2
 from . import bert
 from . import vit
+from .exportable import check_exportable
 from .hf_files import read_config, read_weights, write_checkpoint
 
 # Hugging Face model_type -> converter module with load(config, weights) and save(model).
@@ -19,6 +20,7 @@ _LOADERS["vit"] = vit
 _SAVERS = {GPT: gpt2}
 _SAVERS[BERT] = bert
 _SAVERS[vit.ViT] = vit
+TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
 
 def load_hf(path: str | Path) -> ZooModel:
@@ -34,11 +36,49 @@ def load_hf(path: str | Path) -> ZooModel:
     return model.eval()
 
 
-def save_hf(model: ZooModel, path: str | Path) -> None:
-    """Write `model` as a Hugging Face checkpoint directory that `from_pretrained` loads."""
+def _set_labels(config: dict, labels: list[str]) -> None:
+    if "id2label" not in config:
+        raise ValueError(f"labels were given, but a {config['architectures'][0]} has no classifier to name")
+    labels = [str(label) for label in labels]
+    if len(labels) != len(config["id2label"]):
+        raise ValueError(f"{len(labels)} labels {labels} were given for a classifier of {len(config['id2label'])} "
+                         "classes; give one name per class, in class-id order")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"the label names {labels} repeat a name; label2id needs distinct names")
+    config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+    config["label2id"] = {label: i for i, label in enumerate(labels)}
+
+
+def _set_token_ids(config: dict, token_ids: dict[str, int | None]) -> None:
+    for key, value in token_ids.items():
+        if key not in TOKEN_ID_KEYS:
+            raise ValueError(f"unknown special-token id '{key}'; use {', '.join(TOKEN_ID_KEYS)}")
+        if value is None:
+            continue
+        if config.get(key) is not None and config[key] != value:
+            raise ValueError(f"{key}={value} from the tokenizer differs from the model's {key}={config[key]}")
+        config[key] = int(value)
+
+
+def save_hf(model: ZooModel, path: str | Path, *, labels: list[str] | None = None,
+            token_ids: dict[str, int | None] | None = None) -> None:
+    """Write `model` as a Hugging Face checkpoint directory (config.json + model.safetensors) that
+    `from_pretrained` loads.
+
+    labels: the class names of a classifier (BERT classification head, ViT), in class-id order, for id2label /
+        label2id; without them transformers' LABEL_0, LABEL_1, ... are written.
+    token_ids: bos/eos/pad_token_id of the model's tokenizer (`save_tokenizer` returns them); the model alone does
+        not know GPT's, so without them they are null.
+    Models without a faithful Hugging Face class (the encoder-decoder Transformer, any non-default architecture
+    switch) are refused; `model.save_pretrained(dir)` writes those in zoo's own format."""
+    check_exportable(model)
     for cls, converter in _SAVERS.items():
         if isinstance(model, cls):
             config, weights = converter.save(model)
+            if labels is not None:
+                _set_labels(config, labels)
+            if token_ids:
+                _set_token_ids(config, token_ids)
             write_checkpoint(path, config, weights)
             return
     raise ValueError(f"save_hf does not support {type(model).__name__} yet")

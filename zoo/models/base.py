@@ -10,6 +10,8 @@ from torch import nn
 
 from zoo.core import check_attention_options, check_positions
 
+from .hub import ZooHubMixin
+
 # Config fields of the lab's architecture switches (issue 11). A model whose values differ from its config
 # dataclass's defaults is not the reference architecture (see `ZooModel.nondefault_switches`).
 SWITCH_FIELDS = ("positions", "position_merge", "sinusoid_base", "attn_scale", "attn_score", "qk_proj",
@@ -21,8 +23,9 @@ def _suggest(word: str, options) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-class ZooModel(nn.Module):
-    """Base of the four models. Subclasses set `model_type`, `config_class` (a dataclass) and `presets`."""
+class ZooModel(ZooHubMixin, nn.Module):
+    """Base of the four models. Subclasses set `model_type`, `config_class` (a dataclass) and `presets`.
+    `save_pretrained(dir)` / `ZooModel.from_pretrained(dir)` (zoo's own format) come from `ZooHubMixin` (hub.py)."""
 
     model_type: ClassVar[str]
     config_class: ClassVar[type]

@@ -1,0 +1,321 @@
+"""zoo-export: real checkpoints (a 2-step fit of each task on real data) exported and loaded with `transformers`
+(AutoModel*, AutoTokenizer, AutoImageProcessor, pipelines) give zoo's logits, token ids and labels; zoo's own format
+round-trips exactly; bad inputs stop with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from PIL import Image
+
+transformers = pytest.importorskip("transformers")
+
+from conftest import ROOT  # noqa: E402
+from zoo.data import BertPretrainingDataModule, GlueDataModule, ImageClassificationDataModule  # noqa: E402
+from zoo.data import LanguageModelDataModule, resolve_dataset, tokenizer_from_json  # noqa: E402
+from zoo.data.image_sources import load_mnist  # noqa: E402
+from zoo.entry.export import main as export_main  # noqa: E402
+from zoo.models import BERT, GPT, Transformer, ViT, ZooModel  # noqa: E402
+from zoo.tasks import (  # noqa: E402
+    BertPretrainingTask,
+    CausalLMTask,
+    ImageClassificationTask,
+    Seq2SeqTask,
+    SequenceClassificationTask,
+    load_model_from_checkpoint,
+)
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+DATA = lambda *parts: os.path.join(os.environ["ZOO_DATA_DIR"], *parts)  # noqa: E731
+
+
+def fit_and_save(task: L.LightningModule, datamodule: L.LightningDataModule, path) -> str:
+    """Two optimizer steps, then the checkpoint Lightning writes (the task's own on_save_checkpoint)."""
+    trainer = L.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        num_sanity_val_steps=0)
+    trainer.fit(task, datamodule=datamodule)
+    trainer.save_checkpoint(path)
+    return str(path)
+
+
+def adamw():
+    return partial(torch.optim.AdamW, lr=1e-3)
+
+
+def export(ckpt: str, directory, *extra: str) -> None:
+    export_main([ckpt, str(directory), *extra])
+
+
+def shakespeare_val(n_chars: int = 1500) -> str:
+    """The end of tiny shakespeare (the validation part of nanoGPT's split)."""
+    (path,) = resolve_dataset("tinyshakespeare", os.environ["ZOO_DATA_DIR"], cache_dir=os.environ["ZOO_CACHE_DIR"])
+    return path.read_text(encoding="utf-8")[-n_chars:]
+
+
+# ---- checkpoints -----------------------------------------------------------------------------------------------
+def gpt_checkpoint(tmp_path_factory, tokenizer: str) -> str:
+    torch.manual_seed(0)
+    dm = LanguageModelDataModule(tokenizer=tokenizer, bpe_vocab_size=512, block_size=32, batch_size=4)
+    dm.prepare_data()
+    net = GPT.from_preset("gpt-nano", vocab_size=dm.tokenizer.vocab_size, block_size=32)
+    task = CausalLMTask(net, adamw(), tokenizer=dm.tokenizer, num_samples=0)
+    return fit_and_save(task, dm, tmp_path_factory.mktemp(f"gpt_{tokenizer}") / "last.ckpt")
+
+
+@pytest.fixture(scope="module")
+def gpt_bpe_ckpt(tmp_path_factory) -> str:
+    return gpt_checkpoint(tmp_path_factory, "bpe")
+
+
+@pytest.fixture(scope="module")
+def gpt_char_ckpt(tmp_path_factory) -> str:
+    return gpt_checkpoint(tmp_path_factory, "char")
+
+
+@pytest.fixture(scope="module")
+def bert_pretraining_ckpt(tmp_path_factory) -> str:
+    torch.manual_seed(0)
+    dm = BertPretrainingDataModule(train_files=["wikitext2/wiki.valid.raw"], val_files=["wikitext2/wiki.test.raw"],
+                                   document_format="wikitext", vocab_size=1000, block_size=64, batch_size=4,
+                                   dupe_factor=1, max_documents=20)
+    dm.prepare_data()
+    net = BERT.from_preset("bert-tiny", vocab_size=dm.tokenizer.vocab_size, pad_token_id=dm.tokenizer.pad_id,
+                           max_position_embeddings=128)
+    task = BertPretrainingTask(net, adamw(), tokenizer=dm.tokenizer)
+    return fit_and_save(task, dm, tmp_path_factory.mktemp("bert_mlm") / "last.ckpt")
+
+
+@pytest.fixture(scope="module")
+def sst2_ckpt(tmp_path_factory) -> str:
+    torch.manual_seed(0)
+    dm = GlueDataModule(vocab_size=1000, block_size=64, batch_size=8, max_train_rows=2000, max_val_rows=64)
+    dm.prepare_data()
+    net = BERT.from_preset("bert-tiny", head="classification", vocab_size=dm.tokenizer.vocab_size,
+                           pad_token_id=dm.tokenizer.pad_id, num_labels=2, max_position_embeddings=64)
+    task = SequenceClassificationTask(net, adamw(), tokenizer=dm.tokenizer)
+    return fit_and_save(task, dm, tmp_path_factory.mktemp("bert_sst2") / "last.ckpt")
+
+
+@pytest.fixture(scope="module")
+def mnist(tmp_path_factory):
+    torch.manual_seed(0)
+    dm = ImageClassificationDataModule(dataset="mnist", batch_size=16, split_sizes=[0.8, 0.1, 0.1])
+    net = ViT(ViT.make_config("vit-nano/4", image_size=28, in_channels=1, num_classes=10, depth=2))
+    inputs = dm.task_inputs
+    task = ImageClassificationTask(net, adamw(), log_images=False, **inputs)
+    return fit_and_save(task, dm, tmp_path_factory.mktemp("vit_mnist") / "last.ckpt"), dm
+
+
+def task_checkpoint(task, path) -> str:
+    """A checkpoint as a task writes it, without a fit (for models that are refused before any weights are read)."""
+    checkpoint = {"state_dict": task.state_dict()}
+    task.on_save_checkpoint(checkpoint)
+    torch.save(checkpoint, path)
+    return str(path)
+
+
+# ---- GPT ------------------------------------------------------------------------------------------------------
+@torch.no_grad()
+def test_gpt_bpe_export_loads_with_transformers(gpt_bpe_ckpt, tmp_path):
+    export(gpt_bpe_ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(gpt_bpe_ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    assert ours.eos_id == 0  # zoo's BPE puts <|endoftext|> first
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert type(model).__name__ == "GPT2LMHeadModel"
+    for source in (model.config, model.generation_config):
+        assert source.bos_token_id == source.eos_token_id == ours.eos_id
+    assert tokenizer.eos_token == tokenizer.bos_token == "<|endoftext|>" and tokenizer.eos_token_id == ours.eos_id
+
+    text = shakespeare_val() + "<|endoftext|>" + shakespeare_val(200)
+    ids = tokenizer(text)["input_ids"]
+    assert ids == ours.encode(text) and ours.eos_id in ids
+    assert tokenizer.decode(ids) == ours.decode(ids) == text
+    idx = torch.tensor([ids[:32], ids[32:64]])
+    torch.testing.assert_close(model(idx).logits, zoo(idx), **TOL)
+
+    generator = transformers.pipeline("text-generation", model=str(tmp_path / "hf"))
+    prompt = "ROMEO:\nWhat"
+    out = generator(prompt, max_new_tokens=12, do_sample=False, return_tensors=True)[0]["generated_token_ids"]
+    expected = zoo.generate(torch.tensor([ours.encode(prompt)]), 12, temperature=0.0)[0].tolist()
+    assert list(out) == expected
+
+
+@torch.no_grad()
+def test_gpt_char_export_round_trips_the_character_ids(gpt_char_ckpt, tmp_path):
+    export(gpt_char_ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(gpt_char_ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    text = shakespeare_val()
+    ids = tokenizer(text)["input_ids"]
+    assert ids == ours.encode(text) and len(ids) == len(text)  # one id per character, newlines and spaces too
+    assert tokenizer.decode(ids) == text
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert model.config.eos_token_id is None and model.config.bos_token_id is None  # characters have no EOS
+    idx = torch.tensor([ids[:32]])
+    torch.testing.assert_close(model(idx).logits, zoo(idx), **TOL)
+    config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert "eos_token_id" not in config and config["do_sample"] is True
+
+
+# ---- BERT -----------------------------------------------------------------------------------------------------
+@torch.no_grad()
+def test_bert_pretraining_export_loads_with_transformers(bert_pretraining_ckpt, tmp_path):
+    export(bert_pretraining_ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(bert_pretraining_ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    model = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "hf").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert type(model).__name__ == "BertForPreTraining"
+    assert (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id,
+            tokenizer.unk_token_id) == (ours.cls_id, ours.sep_id, ours.pad_id, ours.mask_id, ours.unk_id)
+    assert model.config.pad_token_id == ours.pad_id
+    vocab = (tmp_path / "hf" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert vocab == [t for t, _ in sorted(ours.tokenizer.get_vocab().items(), key=lambda kv: kv[1])]
+
+    lines = [line.strip() for line in open(DATA("wikitext2", "wiki.test.raw"), encoding="utf-8")]
+    a, b = [line for line in lines if len(line.split()) > 12][:2]
+    a, b = " ".join(a.split()[:12]), " ".join(b.split()[:12])
+    encoded = tokenizer(a, b, return_tensors="pt")
+    ids, segments = ours.build_pair(ours.encode(a), ours.encode(b))  # [CLS] A [SEP] B [SEP], segments 0.. 1..
+    assert encoded["input_ids"][0].tolist() == ids and encoded["token_type_ids"][0].tolist() == segments
+    out = model(**encoded)
+    ref = zoo(encoded["input_ids"], token_type_ids=encoded["token_type_ids"])
+    torch.testing.assert_close(out.prediction_logits, ref.mlm_logits, **TOL)
+    torch.testing.assert_close(out.seq_relationship_logits, ref.nsp_logits, **TOL)
+
+
+@torch.no_grad()
+def test_sst2_classifier_export_has_real_labels_and_zoo_predictions(sst2_ckpt, tmp_path):
+    export(sst2_ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(sst2_ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
+    assert type(model).__name__ == "BertForSequenceClassification"
+    assert model.config.id2label == {0: "negative", 1: "positive"}  # SST-2's labels, not LABEL_0 / LABEL_1
+    rows = open(DATA("sst2", "dev.tsv"), encoding="utf-8").read().splitlines()[1:25]
+    sentences = [row.split("\t")[0] for row in rows]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    for row, sentence in enumerate(sentences):
+        real = batch["attention_mask"][row].bool()
+        assert batch["input_ids"][row][real].tolist() == ours.build_pair(ours.encode(sentence))[0]
+    logits = model(**batch).logits
+    expected = zoo(batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                   attention_mask=batch["attention_mask"]).logits
+    torch.testing.assert_close(logits, expected, **TOL)
+
+    classifier = transformers.pipeline("text-classification", model=str(tmp_path / "hf"))
+    predicted = [p["label"] for p in classifier(sentences)]
+    assert predicted == [model.config.id2label[int(i)] for i in expected.argmax(-1)]
+
+
+# ---- ViT ------------------------------------------------------------------------------------------------------
+@torch.no_grad()
+def test_vit_export_loads_with_transformers_and_its_image_processor(mnist, tmp_path):
+    ckpt, dm = mnist
+    export(ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(ckpt)
+    model = transformers.AutoModelForImageClassification.from_pretrained(tmp_path / "hf").eval()
+    processor = transformers.AutoImageProcessor.from_pretrained(tmp_path / "hf")
+    assert type(model).__name__ == "ViTForImageClassification"
+    assert [model.config.id2label[i] for i in range(10)] == info["class_names"]
+    digits, _ = load_mnist(Path(os.environ["ZOO_DATA_DIR"]), split="test", download=False)  # uint8 (N, 1, 28, 28)
+    pictures = [Image.fromarray(digit[0].numpy(), mode="L") for digit in digits[:8]]  # what a user has: PIL images
+    pixels = processor(pictures, return_tensors="pt")["pixel_values"]
+    expected_pixels = torch.stack([dm.transforms(train=False)(digit) for digit in digits[:8]])  # zoo's eval input
+    # transformers' pipelines feed RGB: the 1-channel model is exported as the 3-channel model equal to it on gray
+    assert model.config.num_channels == 3 and pixels.shape == (8, 3, 28, 28)
+    for channel in range(3):
+        torch.testing.assert_close(pixels[:, channel:channel + 1], expected_pixels, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(model(pixel_values=pixels).logits, zoo(expected_pixels), **TOL)
+
+    classify = transformers.pipeline("image-classification", model=str(tmp_path / "hf"))
+    best = [result[0]["label"] for result in classify(pictures)]
+    assert best == [info["class_names"][int(i)] for i in zoo(expected_pixels).argmax(-1)]
+
+
+# ---- zoo's own format -----------------------------------------------------------------------------------------
+@torch.no_grad()
+def test_save_pretrained_round_trips_any_model(gpt_bpe_ckpt, tmp_path):
+    gpt, _ = load_model_from_checkpoint(gpt_bpe_ckpt)
+    export(gpt_bpe_ckpt, tmp_path / "gpt", "--format", "zoo")
+    back = ZooModel.from_pretrained(tmp_path / "gpt")
+    assert type(back) is GPT and back.config == gpt.config and not back.training
+    idx = torch.randint(0, gpt.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(back(idx), gpt(idx))
+
+    torch.manual_seed(0)  # the enc-dec Transformer has no HF class but keeps every detail here, tied matrix too
+    transformer = Transformer.from_preset("transformer-tiny", src_vocab_size=120).eval()
+    transformer.save_pretrained(tmp_path / "tr")
+    again = Transformer.from_pretrained(tmp_path / "tr")
+    src, tgt = torch.randint(3, 120, (2, 9)), torch.randint(3, 120, (2, 7))
+    assert torch.equal(again(src, tgt), transformer(src, tgt))
+
+    with pytest.raises(ValueError, match="holds a zoo 'transformer' model, not a 'gpt'"):
+        GPT.from_pretrained(tmp_path / "tr")
+    config = json.loads((tmp_path / "tr" / "config.json").read_text())
+    (tmp_path / "tr" / "config.json").write_text(json.dumps({**config, "d_modle": 64}))
+    with pytest.raises(ValueError, match="d_modle"):
+        ZooModel.from_pretrained(tmp_path / "tr")
+    (tmp_path / "tr" / "config.json").write_text(json.dumps({**config, "d_model": 2 * config["d_model"]}))
+    with pytest.raises(ValueError, match="does not fit"):
+        ZooModel.from_pretrained(tmp_path / "tr")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        ZooModel.from_pretrained(tmp_path / "nothing")
+
+
+# ---- bad input --------------------------------------------------------------------------------------------------
+def one_line_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as stop:
+        export_main([str(a) for a in argv])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_bad_inputs_stop_with_one_line(capsys, tmp_path, sst2_ckpt):
+    assert "checkpoint not found" in one_line_error(capsys, [tmp_path / "missing.ckpt", tmp_path / "out"])
+    (tmp_path / "notes.ckpt").write_text("not a checkpoint")
+    assert "not a readable checkpoint" in one_line_error(capsys, [tmp_path / "notes.ckpt", tmp_path / "out"])
+    torch.save({"state_dict": {}}, tmp_path / "other.ckpt")
+    assert "not a transformer-zoo checkpoint" in one_line_error(capsys, [tmp_path / "other.ckpt", tmp_path / "out"])
+
+    transformer = Transformer.from_preset("transformer-tiny", src_vocab_size=120)
+    ckpt = task_checkpoint(Seq2SeqTask(transformer, adamw()), tmp_path / "transformer.ckpt")
+    err = one_line_error(capsys, [ckpt, tmp_path / "out"])
+    assert "no faithful Hugging Face class" in err and "--format zoo" in err
+    assert not (tmp_path / "out").exists()
+
+    rope = GPT.from_preset("gpt-nano", vocab_size=65, positions="rope", attn_score="additive")
+    ckpt = task_checkpoint(CausalLMTask(rope, adamw(), num_samples=0), tmp_path / "rope.ckpt")
+    err = one_line_error(capsys, [ckpt, tmp_path / "out"])
+    assert "positions='rope'" in err and "attn_score='additive'" in err and "--format zoo" in err
+
+    err = one_line_error(capsys, [sst2_ckpt, tmp_path / "out", "--labels", "bad,okay,good"])
+    assert "3 labels" in err and "2 classes" in err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("x")
+    assert "not empty" in one_line_error(capsys, [sst2_ckpt, tmp_path / "full"])
+
+
+def test_python_dash_m_zoo_export_and_labels_override(sst2_ckpt, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "zoo.export", sst2_ckpt, str(tmp_path / "hf"), "--labels",
+                             "neg,pos"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tokenizer.json" in result.stdout and "vocab.txt" in result.stdout
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["id2label"] == {"0": "neg", "1": "pos"} and config["label2id"] == {"neg": 0, "pos": 1}
+    assert config["architectures"] == ["BertForSequenceClassification"]

@@ -1,0 +1,30 @@
+"""Which zoo models have a faithful Hugging Face class: the reference architectures, without the lab's switches.
+
+A model trained with, say, rotary positions or additive attention scores would load into GPT2LMHeadModel without a
+complaint and compute something else; such models are refused here, naming the switches, and belong in zoo's own
+format (`model.save_pretrained(dir)`), which keeps every config field.
+"""
+
+from __future__ import annotations
+
+from zoo.models import Transformer, ZooModel
+
+ZOO_FORMAT_HINT = ("save it in zoo's own format instead: `zoo-export CKPT DIR --format zoo` or "
+                   "`model.save_pretrained(DIR)`, read back with `ZooModel.from_pretrained(DIR)`")
+
+
+def check_exportable(model: ZooModel) -> None:
+    """Raise a one-line ValueError when `model` has no faithful Hugging Face counterpart."""
+    if isinstance(model, Transformer):
+        raise ValueError(
+            "the encoder-decoder Transformer has no faithful Hugging Face class (it is torch.nn.Transformer's layout: "
+            "a LayerNorm after each post-LN stack and interleaved sinusoids, which MarianMT/BART do not compute); "
+            + ZOO_FORMAT_HINT
+        )
+    switches = model.nondefault_switches()  # the lab's switches that differ from the reference
+    if switches:
+        listed = ", ".join(f"{name}={value!r}" for name, value in switches.items())
+        raise ValueError(
+            f"this {type(model).__name__} uses non-default architecture switches ({listed}) that no Hugging Face "
+            f"class computes; " + ZOO_FORMAT_HINT
+        )

@@ -1,0 +1,100 @@
+"""A zoo tokenizer (the JSON a checkpoint stores) as the tokenizer files of a Hugging Face model directory.
+
+What `AutoTokenizer.from_pretrained(dir)` reads: tokenizer.json (the `tokenizers` pipeline), tokenizer_config.json
+(which class, its special tokens and options) and special_tokens_map.json, plus each class's own vocabulary files
+(vocab.json + merges.txt for GPT-2's BPE, vocab.txt for BERT's WordPiece) for the classes that rebuild the pipeline
+from them. Every kind gives the ids zoo's own tokenizer gives:
+- "bpe" (zoo's byte-level BPE): GPT2Tokenizer, `<|endoftext|>` as bos, eos and unk, as in GPT-2.
+- "wordpiece": BertTokenizer, with BERT's `[CLS] A [SEP] (B [SEP])` post-processor.
+- "char" (one id per character): there is no such class in transformers, so tokenizer.json holds a WordLevel model
+  over the characters with a pre-tokenizer that isolates every character and a decoder that joins them without
+  spaces, loaded by the generic PreTrainedTokenizerFast. Characters outside the vocabulary are an error, as in zoo.
+
+The JSON format read here is zoo.data's (`{"kind": ..., "tokenizer": <tokenizers JSON>}` or `{"kind": "char",
+"chars": ...}`); only the `tokenizers` library is needed, not zoo.data.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+
+EOS = "<|endoftext|>"
+BERT_SPECIAL = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "mask_token": "[MASK]"}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                   "vocab.txt")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _write_configs(directory: Path, tokenizer_class: str, special: dict[str, str], model_max_length: int,
+                   **options) -> None:
+    _write_json(directory / "tokenizer_config.json", {"tokenizer_class": tokenizer_class,
+                                                     "model_max_length": model_max_length, **special, **options})
+    _write_json(directory / "special_tokens_map.json", special)
+
+
+def _bpe(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
+    tokenizer = Tokenizer.from_str(spec["tokenizer"])
+    eos = tokenizer.token_to_id(EOS)
+    if eos is None:
+        raise ValueError(f"the BPE tokenizer has no {EOS} token; zoo's BPE always has one (was it trained elsewhere?)")
+    # GPT-2's own tokenizer.json has this post-processor: ids are unchanged, offsets keep their leading space.
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    tokenizer.model.save(str(directory))  # vocab.json + merges.txt
+    special = {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS}
+    _write_configs(directory, "GPT2Tokenizer", special, model_max_length, add_prefix_space=False,
+                   add_bos_token=False, clean_up_tokenization_spaces=False, errors="replace")
+    return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": None}
+
+
+def _wordpiece(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
+    tokenizer = Tokenizer.from_str(spec["tokenizer"])
+    ids = {name: tokenizer.token_to_id(token) for name, token in BERT_SPECIAL.items()}
+    missing = [BERT_SPECIAL[name] for name, i in ids.items() if i is None]
+    if missing:
+        raise ValueError(f"the WordPiece vocabulary lacks BERT's special tokens {missing}")
+    cls, sep = BERT_SPECIAL["cls_token"], BERT_SPECIAL["sep_token"]
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, ids["cls_token"]), (sep, ids["sep_token"])])
+    tokenizer.save(str(directory / "tokenizer.json"))
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    (directory / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+    lowercase = bool(json.loads(tokenizer.normalizer.__getstate__())["lowercase"])
+    _write_configs(directory, "BertTokenizer", dict(BERT_SPECIAL), model_max_length, do_lower_case=lowercase,
+                   strip_accents=None, tokenize_chinese_chars=True, clean_up_tokenization_spaces=True)
+    return {"pad_token_id": ids["pad_token"], "bos_token_id": None, "eos_token_id": None}
+
+
+def _char(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
+    chars = spec["chars"]
+    if len(set(chars)) != len(chars):
+        raise ValueError("the character vocabulary repeats a character; it is not one id per character")
+    tokenizer = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one piece per character
+    tokenizer.decoder = decoders.Fuse()  # "a", "b" -> "ab", not "a b"
+    tokenizer.save(str(directory / "tokenizer.json"))
+    _write_configs(directory, "PreTrainedTokenizerFast", {}, model_max_length, clean_up_tokenization_spaces=False)
+    return {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+
+
+_WRITERS = {"bpe": _bpe, "wordpiece": _wordpiece, "char": _char}
+
+
+def save_tokenizer(tokenizer_json: str, directory: str | Path, *, model_max_length: int) -> dict[str, int | None]:
+    """Write the tokenizer files for the zoo tokenizer `tokenizer_json` into `directory`; returns the special-token
+    ids (bos/eos/pad, None where the tokenizer has none) that config.json and generation_config.json need."""
+    spec = json.loads(tokenizer_json)
+    kind = spec.get("kind")
+    if kind not in _WRITERS:
+        raise ValueError(f"tokenizer kind {kind!r} cannot be exported; zoo exports {', '.join(_WRITERS)}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    return _WRITERS[kind](spec, directory, model_max_length)
