@@ -305,7 +305,7 @@ def test_bad_inputs_stop_with_one_line(capsys, tmp_path, sst2_ckpt):
     assert "positions='rope'" in err and "attn_score='additive'" in err and "--format zoo" in err
 
     err = one_line_error(capsys, [sst2_ckpt, tmp_path / "out", "--labels", "bad,okay,good"])
-    assert "3 labels" in err and "2 classes" in err
+    assert "3 labels" in err and "2 classes" in err and not (tmp_path / "out").exists()  # nothing written
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("x")
     assert "not empty" in one_line_error(capsys, [sst2_ckpt, tmp_path / "full"])

@@ -10,7 +10,7 @@ from pathlib import Path
 from zoo.models import BERT, GPT, ViT, ZooModel
 
 from .exportable import check_exportable
-from .hf import save_hf
+from .hf import label_maps, save_hf
 from .hf_image_processor import save_image_processor
 from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
 
@@ -40,6 +40,14 @@ def rgb_from_grayscale(model: ViT) -> ViT:
     return rgb
 
 
+def _num_classes(model: ZooModel) -> int | None:
+    if isinstance(model, BERT) and model.config.head == "classification":
+        return model.config.num_labels
+    if isinstance(model, ViT) and model.config.num_classes:
+        return model.config.num_classes
+    return None
+
+
 def export_hf(model: ZooModel, directory: str | Path, *, tokenizer_json: str | None = None,
               labels: list[str] | None = None, image_mean: list[float] | None = None,
               image_std: list[float] | None = None) -> list[str]:
@@ -50,12 +58,18 @@ def export_hf(model: ZooModel, directory: str | Path, *, tokenizer_json: str | N
     image_mean / image_std: the normalization a ViT was trained with, for preprocessor_config.json.
     A grayscale (1-channel) ViT is written as the equivalent 3-channel model (`rgb_from_grayscale`)."""
     check_exportable(model)
+    if tokenizer_json is not None and not isinstance(model, (GPT, BERT)):
+        raise ValueError(f"a tokenizer was given for a {type(model).__name__}, which reads no text")
+    if (image_mean is None) != (image_std is None):
+        raise ValueError("give both image_mean and image_std (the normalization the ViT was trained with), or neither")
+    if image_mean is not None and not isinstance(model, ViT):
+        raise ValueError(f"image_mean/image_std were given for a {type(model).__name__}, which reads no images")
+    if labels is not None:
+        label_maps(labels, _num_classes(model))  # checked before anything is written
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     token_ids: dict[str, int | None] = {}
     if tokenizer_json is not None:
-        if not isinstance(model, (GPT, BERT)):
-            raise ValueError(f"a tokenizer was given for a {type(model).__name__}, which reads no text")
         max_length = model.config.block_size if isinstance(model, GPT) else model.config.max_position_embeddings
         token_ids = save_tokenizer(tokenizer_json, directory, model_max_length=max_length)
     if isinstance(model, ViT) and model.config.in_channels == 1:
@@ -65,11 +79,7 @@ def export_hf(model: ZooModel, directory: str | Path, *, tokenizer_json: str | N
     save_hf(model, directory, labels=labels, token_ids=token_ids)
     if isinstance(model, GPT):
         _save_generation_config(directory, token_ids)
-    if (image_mean is None) != (image_std is None):
-        raise ValueError("give both image_mean and image_std (the normalization the ViT was trained with), or neither")
     if image_mean is not None:
-        if not isinstance(model, ViT):
-            raise ValueError(f"image_mean/image_std were given for a {type(model).__name__}, which reads no images")
         c = model.config
         save_image_processor(directory, image_size=c.image_size, mean=image_mean, std=image_std,
                              channels=c.in_channels)

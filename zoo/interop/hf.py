@@ -36,17 +36,17 @@ def load_hf(path: str | Path) -> ZooModel:
     return model.eval()
 
 
-def _set_labels(config: dict, labels: list[str]) -> None:
-    if "id2label" not in config:
-        raise ValueError(f"labels were given, but a {config['architectures'][0]} has no classifier to name")
+def label_maps(labels: list[str], num_classes: int | None) -> tuple[dict[str, str], dict[str, int]]:
+    """id2label / label2id for a classifier of `num_classes` classes (None: the model has no classifier)."""
+    if num_classes is None:
+        raise ValueError("labels were given, but the model has no classifier to name")
     labels = [str(label) for label in labels]
-    if len(labels) != len(config["id2label"]):
-        raise ValueError(f"{len(labels)} labels {labels} were given for a classifier of {len(config['id2label'])} "
-                         "classes; give one name per class, in class-id order")
+    if len(labels) != num_classes:
+        raise ValueError(f"{len(labels)} labels {labels} were given for a classifier of {num_classes} classes; "
+                         "give one name per class, in class-id order")
     if len(set(labels)) != len(labels):
         raise ValueError(f"the label names {labels} repeat a name; label2id needs distinct names")
-    config["id2label"] = {str(i): label for i, label in enumerate(labels)}
-    config["label2id"] = {label: i for i, label in enumerate(labels)}
+    return {str(i): label for i, label in enumerate(labels)}, {label: i for i, label in enumerate(labels)}
 
 
 def _set_token_ids(config: dict, token_ids: dict[str, int | None]) -> None:
@@ -76,7 +76,8 @@ def save_hf(model: ZooModel, path: str | Path, *, labels: list[str] | None = Non
         if isinstance(model, cls):
             config, weights = converter.save(model)
             if labels is not None:
-                _set_labels(config, labels)
+                classes = len(config["id2label"]) if "id2label" in config else None
+                config["id2label"], config["label2id"] = label_maps(labels, classes)
             if token_ids:
                 _set_token_ids(config, token_ids)
             write_checkpoint(path, config, weights)
