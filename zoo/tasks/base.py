@@ -13,6 +13,7 @@ from typing import Any, Callable, ClassVar
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 
 from zoo.models import ZooModel
 
@@ -150,12 +151,17 @@ class ZooTask(L.LightningModule):
         scheduler = rebuild_partial(hparams.pop("scheduler", None), kind="scheduler", source=path)
         for key in task_cls.not_rebuilt:
             hparams.pop(key, None)
-        arguments = {"optimizer": optimizer, "scheduler": scheduler, **hparams, **kwargs}
         accepted = _init_keywords(task_cls)
-        unknown = sorted(set(arguments) - accepted)
+        unknown = sorted(set(kwargs) - accepted)
         if unknown:
-            raise ValueError(f"{path} records option(s) {', '.join(unknown)} that {task_cls.__name__} does not take "
-                             f"(written by another version of zoo?); it takes: {', '.join(sorted(accepted))}")
+            raise TypeError(f"{task_cls.__name__} takes no option(s) {', '.join(unknown)}; "
+                            f"it takes: {', '.join(sorted(accepted))}")
+        stale = sorted(set(hparams) - accepted)
+        if stale:  # an option an older zoo recorded and this one no longer has (e.g. one moved to a callback)
+            rank_zero_warn(f"{path} records option(s) {', '.join(stale)} that {task_cls.__name__} no longer takes; "
+                           "they are left out")
+        hparams = {k: v for k, v in hparams.items() if k in accepted}
+        arguments = {"optimizer": optimizer, "scheduler": scheduler, **hparams, **kwargs}
         task = task_cls(build_model(info, path), **arguments)
         task.on_load_checkpoint(checkpoint)  # before the weights, as Lightning orders it when resuming
         task.load_state_dict(checkpoint["state_dict"], strict=strict)

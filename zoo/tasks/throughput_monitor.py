@@ -64,7 +64,7 @@ class ZooThroughputMonitor(ThroughputMonitor):
         key = (str(device), dtype)
         if key not in self._peaks:
             self._peaks[key] = peak_flops(device, dtype)
-            rank_zero_info(f"MFU is measured against a {str(dtype).removeprefix('torch.')} peak of "
+            rank_zero_info(f"MFU is reported against a {str(dtype).removeprefix('torch.')} peak of "
                            f"{self._peaks[key] / 1e9:.0f} GFLOP/s on {device}")
         return self._peaks[key]
 
