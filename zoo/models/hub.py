@@ -37,8 +37,8 @@ class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
         """A model saved by `save_pretrained`: a local directory or a Hub repository id. On a subclass (GPT,
         BERT, ...) a directory of another model type is refused; on ZooModel the type comes from the file."""
         path = Path(pretrained_model_name_or_path)
-        looks_local = path.is_absolute() or str(pretrained_model_name_or_path).startswith((".", "~")) \
-            or len(path.parts) > 2
+        # A Hub id is "name" or "owner/name"; anything else that does not exist is a mistyped local path.
+        looks_local = path.is_absolute() or str(path).startswith((".", "~")) or len(path.parts) > 2
         if path.exists() and not path.is_dir():
             raise FileNotFoundError(f"{path} is a file; from_pretrained reads a directory written by save_pretrained")
         if path.is_dir() and not (path / CONFIG_NAME).is_file():
