@@ -49,7 +49,10 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
                         digest.update(chunk)
                         bar.advance(task, len(chunk))
             except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as error:
-                reason = getattr(error, "reason", None) or error
+                if isinstance(error, urllib.error.HTTPError):
+                    reason = f"HTTP {error.code} {error.reason}"
+                else:
+                    reason = getattr(error, "reason", None) or error
                 raise DownloadError(f"{url}: {reason}") from error
         got = digest.hexdigest()
         if got != sha256:
