@@ -7,7 +7,10 @@ spread (sample standard deviation) over its seeds. A check compares points on on
 
 - `selector`: {swept parameter: value, ...}; it must pick exactly one point (a subset of the parameters is enough).
 - `expect`: `less` / `greater` (first point vs second), `increasing` / `decreasing` (along the points, every
-  neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end).
+  neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end),
+  `above` / `below` (one point against a fixed `threshold`).
+- `metric_b`: for two-point checks, the second point's metric when it differs (e.g. one model's loss beyond the
+  training length vs its loss at the training length: the same point twice, two metrics).
 - A difference counts only when it exceeds `margin` times the spread of the difference,
   sqrt(sd_a^2 + sd_b^2), so seed noise never decides a check; `factor` additionally asks for a ratio
   (b / a >= factor for `less`); `similar` holds when |a - b| <= max(tolerance * |a|, margin * spread).
@@ -19,7 +22,8 @@ import math
 from dataclasses import dataclass, field
 from statistics import mean, stdev
 
-EXPECTATIONS = ("less", "greater", "increasing", "decreasing", "similar", "interior_min", "interior_max")
+EXPECTATIONS = ("less", "greater", "increasing", "decreasing", "similar", "interior_min", "interior_max", "above",
+                "below")
 VERDICTS = ("holds", "holds in part", "does not hold here", "not measured")
 
 
@@ -57,7 +61,9 @@ def check_config(check: dict, index: int) -> None:
         raise ValueError(f"{where}: unknown expect '{check['expect']}'; choose one of {', '.join(EXPECTATIONS)}")
     n, expect = len(check["points"]), check["expect"]
     two = expect in ("less", "greater", "similar")
-    need = 3 if expect.startswith("interior") else 2
+    need = 3 if expect.startswith("interior") else 1 if expect in ("above", "below") else 2
+    if expect in ("above", "below") and (n != 1 or "threshold" not in check):
+        raise ValueError(f"{where}: expect '{expect}' needs exactly 1 point and a threshold")
     if (two and n != 2) or n < need:
         raise ValueError(f"{where}: expect '{expect}' needs {'exactly' if two else 'at least'} {need} points, got {n}")
 
@@ -65,16 +71,19 @@ def check_config(check: dict, index: int) -> None:
 def select(points: dict[tuple, dict[str, str]], selector: dict, where: str) -> tuple | None:
     """The one point whose parameters agree with `selector`; None when it was not part of this run."""
     wanted = {str(k): _text(v) for k, v in selector.items()}
-    found = [key for key, params in points.items() if all(params.get(k) == v for k, v in wanted.items())]
+    found = [key for key, params in points.items()
+             if all(_text(params.get(k, "<unset>")) == v for k, v in wanted.items())]
     if len(found) > 1:
         raise ValueError(f"{where}: selector {wanted} matches {len(found)} points; name more parameters")
     return found[0] if found else None
 
 
 def _text(value) -> str:
+    """One spelling per value: Hydra may write a swept boolean as True or true, and null as None or null."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return "null" if value is None else str(value)
+    text = "null" if value is None else str(value)
+    return {"none": "null"}.get(text.lower(), text.lower()) if text.lower() in ("true", "false", "null", "none") else text
 
 
 def _pair(a: Stat, b: Stat, direction: str, margin: float, factor: float | None, tolerance: float) -> tuple[bool, str]:
@@ -104,9 +113,17 @@ def evaluate(check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tupl
     metric, expect = check["metric"], check["expect"]
     margin, factor, tol = float(check.get("margin", 2.0)), check.get("factor"), float(check.get("tolerance", 0.02))
     keys = [select(points, sel, f"lab.checks[{index}] ('{name}')") for sel in check["points"]]
-    values = [stats.get(k, {}).get(metric) if k is not None else None for k in keys]
+    metrics = [metric] * len(keys)
+    if check.get("metric_b") and len(keys) == 2:
+        metrics[1] = check["metric_b"]
+    values = [stats.get(k, {}).get(m) if k is not None else None for k, m in zip(keys, metrics)]
     if any(v is None for v in values):
-        return CheckResult(name, None, f"not measured in this run ({metric} missing for some point)")
+        return CheckResult(name, None, f"not measured in this run ({', '.join(dict.fromkeys(metrics))} missing for some point)")
+    if expect in ("above", "below"):
+        fixed = Stat(float(check["threshold"]), 0.0, 1)
+        ok, text = _pair(values[0], fixed, "greater" if expect == "above" else "less", margin, factor, tol)
+        text = text.replace(f"vs {fixed}", f"vs threshold {fixed.mean:g}")
+        return CheckResult(name, ok, text, [text])
     if expect in ("less", "greater", "similar"):
         ok, text = _pair(values[0], values[1], expect, margin, factor, tol)
         return CheckResult(name, ok, text, [text])

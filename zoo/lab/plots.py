@@ -29,17 +29,23 @@ def _as_number(values: list[str]) -> list[float] | None:
         return None
 
 
+def _legend(series_param, value, metric, several_metrics: bool) -> str | None:
+    parts = ([f"{short(series_param)}={value}"] if series_param else []) + ([metric] if several_metrics else [])
+    return ", ".join(parts) or None
+
+
 def plot_points(sweep: Sweep, spec: dict, path: Path) -> Path:
-    """spec: {y: metric, x: parameter, series: parameter (optional), logx, logy, title}."""
+    """spec: {y: metric (or a list: one line each), x: parameter, series: parameter (optional), logx, logy, title}."""
     plt = _pyplot()
-    x_param, series_param, metric = spec["x"], spec.get("series"), spec["y"]
+    x_param, series_param = spec["x"], spec.get("series")
+    metrics = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
     groups: dict[str, list[tuple]] = {}
     for key, params in sweep.points.items():
         groups.setdefault(params.get(series_param, "") if series_param else "", []).append(key)
     x_values = list(dict.fromkeys(p.get(x_param, "") for p in sweep.points.values()))
     numeric = _as_number(x_values)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for name, keys in groups.items():
+    for (name, keys), metric in ((g, m) for g in groups.items() for m in metrics):
         xs, ys, errs = [], [], []
         for key in keys:
             stat = sweep.stat(key, metric)
@@ -52,7 +58,7 @@ def plot_points(sweep: Sweep, spec: dict, path: Path) -> Path:
         if xs:
             order = sorted(range(len(xs)), key=xs.__getitem__)
             ax.errorbar([xs[i] for i in order], [ys[i] for i in order], yerr=[errs[i] for i in order],
-                        marker="o", capsize=3, label=f"{short(series_param)}={name}" if series_param else None)
+                        marker="o", capsize=3, label=_legend(series_param, name, metric, len(metrics) > 1))
     if not numeric:
         ax.set_xticks(range(len(x_values)), x_values, rotation=20)
     elif spec.get("logx"):
@@ -60,9 +66,9 @@ def plot_points(sweep: Sweep, spec: dict, path: Path) -> Path:
     if spec.get("logy"):
         ax.set_yscale("log")
     ax.set_xlabel(short(x_param))
-    ax.set_ylabel(metric)
-    ax.set_title(spec.get("title", f"{metric} vs {short(x_param)}"), fontsize=10)
-    if series_param:
+    ax.set_ylabel(spec.get("y_label", metrics[0]))
+    ax.set_title(spec.get("title", f"{metrics[0]} vs {short(x_param)}"), fontsize=10)
+    if series_param or len(metrics) > 1:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -107,7 +113,8 @@ def plot_curves(sweep: Sweep, spec: dict, path: Path) -> Path:
 def write_plots(sweep: Sweep) -> list[Path]:
     written = []
     for i, spec in enumerate(sweep.lab.get("plots", [])):
-        title = spec.get("curve") or spec.get("y") or (spec.get("curves") or ["plot"])[0]
+        y = spec.get("y")
+        title = spec.get("curve") or (y[0] if isinstance(y, list) else y) or (spec.get("curves") or ["plot"])[0]
         path = sweep.directory / f"lab_{i + 1}_{_slug(title)}.png"
         written.append(plot_curves(sweep, spec, path) if "curve" in spec or "curves" in spec else plot_points(sweep, spec, path))
     return written

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 def check_metrics(lab: dict) -> list[str]:
-    return list(dict.fromkeys([*lab.get("table", []), *(c["metric"] for c in lab.get("checks", []))]))
+    named = [m for c in lab.get("checks", []) for m in (c.get("metric"), c.get("metric_b")) if m]
+    return list(dict.fromkeys([*lab.get("table", []), *named]))
 
 
 def table(sweep: Sweep, metrics: list[str]) -> list[str]:
