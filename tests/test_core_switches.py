@@ -594,3 +594,15 @@ def test_nondefault_switches_lists_what_differs_from_the_reference():
     assert Transformer.from_preset("transformer-tiny", positions="learned").nondefault_switches() == {
         "positions": "learned"}
     assert ViT.from_preset("vit-nano/4", qk_proj="none").nondefault_switches() == {"qk_proj": "none"}
+
+
+@torch.no_grad()
+def test_vit_switches_keep_the_class_token_shortcut_exact():
+    """ViT with a window, shared Q/K and additive scores: computing only the class token's row in the last block
+    gives the same logits as the full pass, and the attention maps stay available."""
+    torch.manual_seed(20)
+    model = ViT.from_preset("vit-nano/4", attn_window=6, qk_proj="shared", attn_score="additive").eval()
+    images = torch.randn(B, 3, 32, 32)
+    torch.testing.assert_close(model(images), model.forward_head(model.forward_features(images)), **TOL)
+    maps = model.attention_maps(images)
+    assert maps[0].shape == (B, 4, 65, 65) and (maps[0][:, :, 10, 14:] == 0).all()
