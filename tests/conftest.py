@@ -79,7 +79,9 @@ def run_script(script: str, *args: str, cwd: Path = ROOT, env: dict | None = Non
 
 
 def assert_ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
+    assert result.returncode == 0, (
+        f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"
+    )
 
 
 def assert_one_line_error(result, *fragments: str) -> None:

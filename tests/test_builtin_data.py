@@ -11,10 +11,11 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, assert_ok
 from zoo.data import LanguageModelDataModule
 from zoo.data.builtin import BUILTIN_FILES, read_builtin
 from zoo.data.sources import DATASETS, resolve_dataset
+
+from conftest import ROOT, assert_ok
 
 CANONICAL = DATASETS["tinyshakespeare"][0]
 

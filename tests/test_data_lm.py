@@ -111,7 +111,8 @@ def test_user_text_files_with_separate_validation(tmp_path, cache_dir):
 def test_missing_dataset_names_the_path(tmp_path):
     """A named dataset the package does not ship (tiny shakespeare it does: tests/test_builtin_data.py)."""
     with pytest.raises(FileNotFoundError) as info:
-        LanguageModelDataModule(dataset="wikitext2", data_dir=str(tmp_path), cache_dir=str(tmp_path / "c")).setup("fit")
+        dm = LanguageModelDataModule(dataset="wikitext2", data_dir=str(tmp_path), cache_dir=str(tmp_path / "c"))
+        dm.setup("fit")
     message = str(info.value)
     assert str(tmp_path / "wikitext2" / "wiki.valid.raw") in message and "ZOO_DATA_DIR" in message
 
