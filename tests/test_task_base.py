@@ -12,8 +12,8 @@ import lightning as L
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
-
 from test_configs import compose_train
+
 from zoo.entry.builders import build_model_config, task_inputs
 from zoo.tasks import ZooTask, ZooThroughputMonitor
 
@@ -98,7 +98,8 @@ def test_load_from_checkpoint_rebuilds_the_trained_task(trained):
 
 def test_throughput_monitor_logs_throughput_and_mfu(trained):
     task, _, tmp_path = trained
-    rows = list(csv.DictReader(open(tmp_path / "csv" / "metrics.csv")))
+    with open(tmp_path / "csv" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
     unit = "images" if task.task_name == "image_classification" else "tokens"
     for key in (f"train/{unit}_per_sec", "train/mfu"):
         values = [float(r[key]) for r in rows if r.get(key)]

@@ -43,7 +43,8 @@ def test_layer_decay_scales_lr_by_depth_and_skips_decay_where_it_should():
             decays = p.dim() >= 2 and name not in ("cls_token", "pos_emb.weight")
             assert group["weight_decay"] == (0.05 if decays else 0.0), name
     assert seen == set(names.values())
-    head_lr = {g["initial_lr"] for g in optimizer.param_groups if any(names[id(p)] == "head.weight" for p in g["params"])}
+    head_lr = {g["initial_lr"] for g in optimizer.param_groups
+               if any(names[id(p)] == "head.weight" for p in g["params"])}
     assert len(head_lr) == 1 and head_lr.pop() == pytest.approx(1e-3)
 
 

@@ -8,8 +8,9 @@ batch sizes and FLOPs that `zoo.tasks.throughput_monitor.ZooThroughputMonitor` t
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -38,7 +39,7 @@ class ZooTask(L.LightningModule):
     not_rebuilt: ClassVar[tuple[str, ...]] = ()
     # "tokens" or "images": what train/<unit>_per_sec counts.
     throughput_unit: ClassVar[str] = "tokens"
-    _by_name: ClassVar[dict[str, type["ZooTask"]]] = {}
+    _by_name: ClassVar[dict[str, type[ZooTask]]] = {}
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -115,9 +116,10 @@ class ZooTask(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Everything needed to rebuild the model (and its tokenizer, class names...) without the config or data.
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        data_class = None if datamodule is None else f"{type(datamodule).__module__}.{type(datamodule).__qualname__}"
         checkpoint["zoo"] = {
             "task": self.task_name,
-            "datamodule": None if datamodule is None else f"{type(datamodule).__module__}.{type(datamodule).__qualname__}",
+            "datamodule": data_class,
             "model_type": self.net.model_type,
             "model_config": self.net.config_dict(),
             "tokenizer": None if self.tokenizer is None else self.tokenizer.to_json(),
@@ -133,7 +135,7 @@ class ZooTask(L.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool = True,
-                             **kwargs: Any) -> "ZooTask":
+                             **kwargs: Any) -> ZooTask:
         """The task stored in a zoo checkpoint, its network rebuilt from the "zoo" section and its weights
         loaded (read with `weights_only=True`).
 
@@ -168,7 +170,7 @@ class ZooTask(L.LightningModule):
         return task.to(map_location) if map_location is not None else task
 
     @classmethod
-    def _class_for(cls, task_name: str | None, path: str) -> type["ZooTask"]:
+    def _class_for(cls, task_name: str | None, path: str) -> type[ZooTask]:
         if cls is ZooTask:
             if task_name not in ZooTask._by_name:
                 raise ValueError(f"{path}: unknown task '{task_name}'; known: {', '.join(sorted(ZooTask._by_name))}")

@@ -8,8 +8,8 @@ model takes the classification head (num_labels, classifier_dropout) from `net`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -19,8 +19,8 @@ from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, Multi
 
 from zoo.models import BERT
 
-from .checkpoint import load_model_from_checkpoint
 from .base import ZooTask
+from .checkpoint import load_model_from_checkpoint
 
 
 def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:

@@ -3,7 +3,7 @@ accuracy, AdamW with optional layer-wise lr decay, and a confusion matrix and at
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

@@ -7,7 +7,7 @@ cased) of the detokenized translations against the raw references.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import sacrebleu
 import torch
