@@ -70,15 +70,15 @@ def check_config(check: dict, index: int) -> None:
 
 def select(points: dict[tuple, dict[str, str]], selector: dict, where: str) -> tuple | None:
     """The one point whose parameters agree with `selector`; None when it was not part of this run."""
-    wanted = {str(k): _text(v) for k, v in selector.items()}
+    wanted = {str(k): canonical_value(v) for k, v in selector.items()}
     found = [key for key, params in points.items()
-             if all(_text(params.get(k, "<unset>")) == v for k, v in wanted.items())]
+             if all(canonical_value(params.get(k, "<unset>")) == v for k, v in wanted.items())]
     if len(found) > 1:
         raise ValueError(f"{where}: selector {wanted} matches {len(found)} points; name more parameters")
     return found[0] if found else None
 
 
-def _text(value) -> str:
+def canonical_value(value) -> str:
     """One spelling per value: Hydra may write a swept boolean as True or true, and null as None or null."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -23,10 +23,11 @@ def layer_label(path: str) -> str:
     match = _LAYER.search(path)
     if match is None:
         return path or "model"
-    stack = path[: match.start()].strip(".").split(".")[0]
+    # The task's `net.`, and the generic containers, say nothing: keep only a named stack (encoder / decoder).
+    named = [c for c in path[: match.start()].split(".") if c and c not in ("net", "model", "blocks", "layers")]
     label = f"l{match.group(1)}"
-    if stack and stack not in ("blocks", "layers"):
-        label = f"{stack}.{label}"
+    if named:
+        label = f"{named[-1]}.{label}"
     return label + (".cross" if "cross" in path[match.end():] else "")
 
 

@@ -88,5 +88,9 @@ class LabReport(Callback):
     """Hydra callback of every lab config: report.md and the plots once the multirun has ended."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        path, outcome, plots = write_report(Path(config.hydra.sweep.dir))
+        try:
+            path, outcome, plots = write_report(Path(config.hydra.sweep.dir))
+        except ValueError as err:  # e.g. every job failed: say so in one line, the sweep's own error follows
+            log.error(f"lab report not written: {err}")
+            return
         log.info(f"lab report: {path} (verdict: {outcome}; {len(plots)} plots)")
