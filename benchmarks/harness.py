@@ -1,4 +1,4 @@
-"""Timing primitives: matmul peak, train-step and forward timing, peak memory.
+"""Timing primitives: train-step and forward timing, peak memory (the matmul peak: zoo.tasks.throughput).
 
 Everything is measured in this process and interleaved across implementations (round-robin over several rounds,
 medians), so that the drift of a noisy machine cancels in the ratios between rows.
@@ -20,21 +20,6 @@ import torch
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 8) -> float:
-    """Best FLOP/s of an n x n x n matmul: the ceiling MFU is reported against on this machine."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        a @ b
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
 
 
 def autocast(device: torch.device, dtype: torch.dtype):
