@@ -80,3 +80,33 @@ def test_parallel_launcher_runs_jobs_in_separate_processes(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert [j.name for j in job_dirs(sweep)] == ["0", "1"]
     assert len((sweep / "summary.md").read_text().splitlines()) == 4
+
+
+def test_a_failing_job_is_reported_and_the_sweep_goes_on(tmp_path):
+    sweep = tmp_path / "grid"
+    # n_head=3 does not divide gpt-mini's 128 dimensions: the middle job fails when its model is built.
+    result = run_script("train.py", "-m", "model.net.n_head=2,3,4", *SHORT, f"hydra.sweep.dir={sweep}")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"error: job 1 failed ({sweep / '1'}): n_embd=128 is not divisible by n_head=3" in result.stderr
+    assert f"error: 1 job(s) of the sweep failed: {sweep / '1'}" in result.stderr
+    assert [j.name for j in job_dirs(sweep) if (j / "result.json").is_file()] == ["0", "2"]  # jobs 1 and 3 ran
+    assert "model.net.n_head=3" in json.loads((sweep / "1" / "failed.json").read_text())["overrides"]
+    table = (sweep / "summary.md").read_text()
+    assert "| 1 | 3 | failed |" in table and f"- job 1 ({sweep / '1'}): n_embd=128 is not divisible" in table
+    assert len([line for line in table.splitlines() if line.startswith("| ")]) == 1 + 3
+
+
+def test_optuna_records_a_failing_trial_and_completes_the_others(tmp_path):
+    sweep = tmp_path / "optuna"
+    result = run_script("train.py", "hparams_search=gpt_optuna", "hydra.sweeper.n_trials=4",
+                        "hydra.sweeper.sampler.n_startup_trials=4", "model.net.n_head=choice(3,4)", *SHORT,
+                        f"hydra.sweep.dir={sweep}", env={"HYDRA_FULL_ERROR": "1"})
+    failed = [j for j in job_dirs(sweep) if (j / "failed.json").is_file()]
+    done = [j for j in job_dirs(sweep) if (j / "result.json").is_file()]
+    assert len(job_dirs(sweep)) == 4 and failed and done, result.stderr[-3000:]  # the study went on after a failure
+    assert all("model.net.n_head=3" in json.loads((j / "failed.json").read_text())["overrides"] for j in failed)
+    assert "Traceback" in result.stderr and "is not divisible by n_head=3" in result.stderr  # HYDRA_FULL_ERROR=1
+    assert result.returncode == 1
+    best = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert best["best_value"] == pytest.approx(min(json.loads((j / "result.json").read_text())["value"] for j in done))

@@ -1,13 +1,16 @@
 """End-of-sweep summary: a table and a plot of the optimized metric against every swept parameter.
 
-Each job of a multirun writes `result.json` (metric name, value, its overrides) into its own directory; this
-Hydra callback reads them back when the multirun ends, so it works for every launcher, in-process or not.
+Each job of a multirun writes `result.json` (metric name, value, its overrides) into its own directory, or
+`failed.json` (its overrides and the error) when it failed (zoo.entry.errors); this Hydra callback reads them back
+when the multirun ends, so it works for every launcher, in-process or not. The failed jobs are listed in the
+summary, and the multirun then exits 1.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
@@ -16,12 +19,38 @@ from omegaconf import DictConfig
 log = logging.getLogger(__name__)
 
 
+FAILED = "failed.json"
+
+
+def write_failure(job_dir, *, job: int, overrides: list[str], error: str) -> Path:
+    """The record of a job that failed: what the summary lists (a later successful run of the job wins)."""
+    path = Path(job_dir) / FAILED
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"job": job, "status": "failed", "error": error, "overrides": overrides}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
+
+
 def collect_results(sweep_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"), key=_job_order)]
+    """Every job's record, in job order: result.json, or failed.json (with "status": "failed" and "dir") when the
+    job failed after its last result."""
+    records = []
+    job_dirs = {p.parent for name in ("result.json", FAILED) for p in sweep_dir.glob(f"*/{name}")}
+    for job_dir in sorted(job_dirs, key=_job_order):
+        done, failed = job_dir / "result.json", job_dir / FAILED
+        if failed.is_file() and (not done.is_file() or failed.stat().st_mtime > done.stat().st_mtime):
+            records.append({**json.loads(failed.read_text()), "value": None, "dir": str(job_dir)})
+        else:
+            records.append(json.loads(done.read_text()))
+    return records
 
 
-def _job_order(path: Path):
-    name = path.parent.name
+def failures(results: list[dict]) -> list[dict]:
+    return [r for r in results if r.get("status") == "failed"]
+
+
+def _job_order(job_dir: Path):
+    name = job_dir.name
     return (0, int(name)) if name.isdigit() else (1, name)
 
 
@@ -36,12 +65,16 @@ def write_summary(sweep_dir: Path) -> tuple[Path, Path | None] | None:
     results = collect_results(sweep_dir)
     if not results:
         return None
-    metric = results[0]["metric"]
+    metric = next((r["metric"] for r in results if r.get("metric")), "value")
     params = swept_values(results)
     lines = ["| job | " + " | ".join(params) + f" | {metric} |", "|---" * (len(params) + 2) + "|"]
     for i, r in enumerate(results):
-        cells = [params[k][i] for k in params] + [f"{r['value']:.6g}" if r["value"] is not None else "n/a"]
-        lines.append(f"| {r['job']} | " + " | ".join(cells) + " |")
+        value = "failed" if r.get("status") == "failed" else "n/a" if r["value"] is None else f"{r['value']:.6g}"
+        lines.append(f"| {r['job']} | " + " | ".join([params[k][i] for k in params] + [value]) + " |")
+    failed = failures(results)
+    if failed:
+        lines += ["", f"{len(failed)} of {len(results)} jobs failed:"]
+        lines += [f"- job {r['job']} ({r['dir']}): {r['error']}" for r in failed]
     table = sweep_dir / "summary.md"
     table.write_text("\n".join(lines) + "\n")
     return table, _plot(sweep_dir, results, params, metric)
@@ -56,8 +89,10 @@ def _plot(sweep_dir: Path, results, params, metric) -> Path | None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(params), figsize=(4 * len(params), 3.2), squeeze=False)
-    values = [r["value"] for r in results]
-    for ax, (name, settings) in zip(axes[0], params.items()):
+    scored = [i for i, r in enumerate(results) if r["value"] is not None]  # failed jobs have no point
+    values = [results[i]["value"] for i in scored]
+    for ax, (name, all_settings) in zip(axes[0], params.items()):
+        settings = [all_settings[i] for i in scored]
         try:
             xs = [float(s) for s in settings]
         except ValueError:  # categorical values: one slot each, in order of appearance
@@ -76,6 +111,14 @@ def _plot(sweep_dir: Path, results, params, metric) -> Path | None:
 
 class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        written = write_summary(Path(config.hydra.sweep.dir))
+        sweep_dir = Path(config.hydra.sweep.dir)
+        written = write_summary(sweep_dir)
         if written:
             log.info(f"sweep summary: {written[0]}" + (f", plot {written[1]}" if written[1] else ""))
+        failed = failures(collect_results(sweep_dir))
+        if failed:
+            # Hydra ignores what a callback raises (it warns); an exit status is what a script or scheduler reads.
+            where = ", ".join(r["dir"] for r in failed)
+            print(f"error: {len(failed)} job(s) of the sweep failed: {where}; see {sweep_dir / 'summary.md'}",
+                  file=sys.stderr, flush=True)
+            sys.exit(1)
