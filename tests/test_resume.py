@@ -92,3 +92,47 @@ def test_rng_state_round_trips_numpy_through_a_weights_only_checkpoint(tmp_path)
     del state["numpy"]  # a checkpoint written before numpy's state was kept still loads (numpy left as it is)
     callback.load_state_dict(state)
     assert torch.rand(1).item() == expected[2]
+
+
+def test_sampler_position_counts_epochs_as_the_loader_and_lightning_do():
+    from zoo.data.resumable import ResumableShuffle
+
+    def stream(sampler, batches):  # what a loader with drop_last takes, epoch after epoch
+        taken = []
+        while len(taken) < batches * 4:
+            items = list(sampler)
+            taken += items[: len(items) // 4 * 4]
+        return taken[: batches * 4]
+
+    data = list(range(50))  # 12 whole batches of 4 per epoch; the last 2 samples are dropped
+    full = stream(ResumableShuffle(data, seed=1), 30)
+    for steps in (5, 12, 13, 29):
+        resumed = ResumableShuffle(data, seed=1)
+        resumed.set_step(steps, batch_size=4)
+        assert stream(resumed, 30 - steps) == full[steps * 4 :]
+    # accumulate_grad_batches=5: an epoch of 12 batches is 3 optimizer steps (5 + 5 + 2 batches).
+    resumed = ResumableShuffle(data, seed=1)
+    resumed.set_step(4, batch_size=4, accumulate=5)
+    assert (resumed.epoch, resumed.start) == (1, 20)
+    # limit_train_batches=3: Lightning ends an epoch after 3 batches, and the next epoch gets a new order.
+    limited = ResumableShuffle(data, seed=1)
+    limited.set_step(7, batch_size=4, limit_batches=3)
+    assert (limited.epoch, limited.start) == (2, 4)
+    first, second = list(iter(ResumableShuffle(data, seed=1))), None
+    sampler = ResumableShuffle(data, seed=1)
+    next(iter(sampler))  # an epoch left unfinished
+    second = list(sampler)
+    assert second != first and sorted(second) == data
+
+
+def test_length_grouped_batches_are_shared_by_ranks_in_similar_lengths():
+    import random
+
+    from zoo.data.glue import LengthGroupedSampler
+
+    lengths = [random.Random(i).randint(3, 60) for i in range(1000)]
+    ranks = [list(LengthGroupedSampler(lengths, batch_size=8, seed=0, rank=r, world_size=2)) for r in (0, 1)]
+    assert not set(ranks[0]) & set(ranks[1]) and len(ranks[0]) == len(ranks[1]) == 500
+    for k in range(0, 480, 8):  # the k-th batches of the two ranks come from one global batch of 16 rows
+        rows = ranks[0][k : k + 8] + ranks[1][k : k + 8]
+        assert max(lengths[i] for i in rows) - min(lengths[i] for i in rows) <= 6
