@@ -22,10 +22,9 @@ import time
 import torch
 
 from zoo.entry.allocator import keep_freed_memory
-
-from .configs import CONFIGS, GENERATION, OPT_IN_CONFIGS, generation_models
 from zoo.tasks.throughput import measure_matmul_peak
 
+from .configs import CONFIGS, GENERATION, OPT_IN_CONFIGS, generation_models
 from .harness import Workload, autocast, median, run_interleaved
 from .native import default_dtypes
 

@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from benchmarks.run import auto_steps, main
 from zoo.tasks.throughput import CPU_SIZES, measure_matmul_peak
+
+from benchmarks.run import auto_steps, main
 
 
 def test_benchmark_smoke(tmp_path):

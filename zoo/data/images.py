@@ -11,7 +11,6 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from torchvision.transforms import v2
 
 from .batching import per_device_batch_size
-from .resumable import resumable_sampler, seeded_loader
 from .image_sources import (
     CIFAR10_CLASSES,
     MNIST_CLASSES,
@@ -21,6 +20,7 @@ from .image_sources import (
     load_cifar10,
     load_mnist,
 )
+from .resumable import resumable_sampler, seeded_loader
 from .sources import default_data_dir
 
 # Per-dataset facts: native size and channels, normalization statistics (of the training images), and whether a

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 # Square matmul sizes tried, smallest first: a small matmul under-reads (threading and packing overheads dominate)
 # and a model's large matmuls can beat it, so the probe goes up to the size a device needs to saturate.
 CPU_SIZES = (512, 1024, 2048, 4096)
