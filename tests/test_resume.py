@@ -12,12 +12,13 @@ from conftest import run_script
 pytestmark = pytest.mark.slow
 
 COMMON = ["trainer.deterministic=true", "trainer.log_every_n_steps=1", "trainer.val_check_interval=100000",
-          "validate=false", "test=false", "model.net.dropout=0.1", "model.num_samples=0", "seed=7", "optimized_metric=null"]
+          "validate=false", "test=false", "model.net.dropout=0.1", "model.num_samples=0", "seed=7",
+          "optimized_metric=null"]
 
 
 def step_losses(run_dir) -> dict[int, str]:
-    rows = csv.DictReader(open(run_dir / "csv" / "metrics.csv"))
-    return {int(r["step"]): r["train/loss"] for r in rows if r.get("train/loss")}
+    with open(run_dir / "csv" / "metrics.csv") as f:
+        return {int(r["step"]): r["train/loss"] for r in csv.DictReader(f) if r.get("train/loss")}
 
 
 def test_resumed_run_equals_uninterrupted_run(tmp_path):
@@ -38,9 +39,10 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
 
 # The other tasks: one uninterrupted run that also checkpoints every 4 steps, and a second run resumed from its
 # step-4 checkpoint (written mid-epoch, as a preempted job's would be). Tiny models, real data, dropout on.
-EVERY_4 = ["+callbacks.every_4._target_=lightning.pytorch.callbacks.ModelCheckpoint", "+callbacks.every_4.save_top_k=-1",
-           "+callbacks.every_4.every_n_train_steps=4", "callbacks.progress_bar=null", "callbacks.model_summary=null",
-           "trainer.num_sanity_val_steps=1", "trainer.limit_val_batches=1", "trainer.max_steps=10", "logger=csv"]
+EVERY_4 = ["+callbacks.every_4._target_=lightning.pytorch.callbacks.ModelCheckpoint",
+           "+callbacks.every_4.save_top_k=-1", "+callbacks.every_4.every_n_train_steps=4",
+           "callbacks.progress_bar=null", "callbacks.model_summary=null", "trainer.num_sanity_val_steps=1",
+           "trainer.limit_val_batches=1", "trainer.max_steps=10", "logger=csv"]
 QUIET = ["trainer.deterministic=true", "trainer.log_every_n_steps=1", "trainer.val_check_interval=100000",
          "validate=false", "test=false", "seed=7", "optimized_metric=null"]
 
@@ -73,6 +75,9 @@ def test_every_task_resumes_exactly(tmp_path, task):
     uninterrupted, continued = step_losses(full), step_losses(resumed)
     assert sorted(continued) == list(range(4, 10)) and sorted(uninterrupted) == list(range(10))
     assert {s: uninterrupted[s] for s in continued} == continued  # bit-identical, dropout and random data included
+    with open(full / "csv" / "metrics.csv") as f:
+        epochs = {int(r["step"]): r["epoch"] for r in csv.DictReader(f) if r.get("train/loss")}
+    assert epochs[3] == epochs[4]  # the interruption fell mid-epoch
 
 
 def test_rng_state_round_trips_numpy_through_a_weights_only_checkpoint(tmp_path):
