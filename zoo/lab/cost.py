@@ -17,7 +17,7 @@ from .memory import count_saved_tensors, cuda_peak_mb
 
 
 class CostProbe(L.Callback):
-    def __init__(self, skip_steps: int = 2, memory_step: int = 1) -> None:
+    def __init__(self, skip_steps: int = 10, memory_step: int = 1) -> None:
         if skip_steps < 0 or memory_step < 0:
             raise ValueError(f"skip_steps ({skip_steps}) and memory_step ({memory_step}) must be >= 0")
         self.skip_steps, self.memory_step = skip_steps, memory_step
