@@ -241,6 +241,9 @@ def test_malformed_checks_fail_naming_the_check():
     with pytest.raises(ValueError, match="matches 2 points; name more parameters"):
         select(points, {"p": "a"}, "lab.checks[0]")
     assert select(points, {"p": "a", "q": 2}, "c") == ("a", "2") and select(points, {"p": "b"}, "c") is None
+    # Hydra writes a swept boolean as True; a YAML selector says true. "none" (a switch value) is not null.
+    assert canonical_value(True) == canonical_value("True") == "true"
+    assert canonical_value(None) == canonical_value("null") != canonical_value("none")
 
 
 # ---- the probes ---------------------------------------------------------------------------------------------

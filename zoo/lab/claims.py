@@ -79,11 +79,12 @@ def select(points: dict[tuple, dict[str, str]], selector: dict, where: str) -> t
 
 
 def canonical_value(value) -> str:
-    """One spelling per value: Hydra may write a swept boolean as True or true, and null as None or null."""
+    """One spelling per value: a swept boolean may be written True or true, a selector's null is YAML's None.
+    The string "none" (attn_scale=none, qk_proj=none, positions=none) stays distinct from null."""
     if isinstance(value, bool):
         return "true" if value else "false"
     text = "null" if value is None else str(value)
-    return {"none": "null"}.get(text.lower(), text.lower()) if text.lower() in ("true", "false", "null", "none") else text
+    return text.lower() if text.lower() in ("true", "false", "null") else text
 
 
 def _pair(a: Stat, b: Stat, direction: str, margin: float, factor: float | None, tolerance: float) -> tuple[bool, str]:
