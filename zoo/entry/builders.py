@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hydra
 from lightning.pytorch import Callback
+from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
@@ -33,10 +34,15 @@ def task_inputs(datamodule) -> dict:
     return dict(getattr(datamodule, "task_inputs", {}))
 
 
-def build_callbacks(cfg: DictConfig | None) -> list[Callback]:
+def build_callbacks(cfg: DictConfig | None, *, has_logger: bool = True) -> list[Callback]:
+    """The configured callbacks. Without any logger (`logger=none`) the learning-rate monitor has nowhere to write
+    and Lightning refuses to start, so it is left out: that is what `logger=none` asks for."""
     if not cfg:
         return []
-    return [hydra.utils.instantiate(c) for c in cfg.values() if c is not None and "_target_" in c]
+    callbacks = [hydra.utils.instantiate(c) for c in cfg.values() if c is not None and "_target_" in c]
+    if not has_logger:
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+    return callbacks
 
 
 def build_loggers(cfg: DictConfig | None) -> list[Logger]:

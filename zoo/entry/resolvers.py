@@ -55,8 +55,16 @@ def wandb_run_id(output_dir: str) -> str:
     return run_id
 
 
+def start_dir() -> str:
+    """The directory the command was started from. Hydra does not change into the run directory
+    (hydra.job.chdir=false), and unlike `${hydra:runtime.cwd}` this also resolves while a multirun sweeper computes
+    `hydra.sweep.dir`, before any job (and so any HydraConfig) exists."""
+    return os.getcwd()
+
+
 def register() -> None:
     for name, fn in {
+        "zoo.start_dir": start_dir,
         "zoo.wandb_offline": wandb_offline,
         "zoo.run_dir": run_dir,
         "zoo.wandb_run_id": wandb_run_id,

@@ -47,7 +47,8 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
         return _result(cfg, *measure(cfg.lab_measure, net, datamodule))
     task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule), _convert_="all")
     loggers += build_loggers(cfg.get("logger"))
-    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=build_callbacks(cfg.get("callbacks")), logger=loggers)
+    callbacks = build_callbacks(cfg.get("callbacks"), has_logger=bool(loggers))
+    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
 
     counts = {"params/total": net.num_parameters()}
     for logger in loggers:
