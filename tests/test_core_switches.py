@@ -606,3 +606,17 @@ def test_vit_switches_keep_the_class_token_shortcut_exact():
     torch.testing.assert_close(model(images), model.forward_head(model.forward_features(images)), **TOL)
     maps = model.attention_maps(images)
     assert maps[0].shape == (B, 4, 65, 65) and (maps[0][:, :, 10, 14:] == 0).all()
+
+
+@pytest.mark.parametrize("positions, merge, scaled", [("sinusoidal", "add", True), ("sinusoidal", "concat", False),
+                                                      ("learned", "add", False), ("rope", "add", False)])
+def test_added_sinusoids_scale_the_token_vectors_by_sqrt_d(positions, merge, scaled):
+    """Unit-amplitude sinusoids added to std-0.02 token vectors drown them; the models scale the tokens by
+    sqrt(d_model) then, as the 2017 paper does, and only then."""
+    from zoo.models import BERT, GPT
+
+    ids = torch.tensor([[1, 5, 7]])
+    for model, d in ((GPT.from_preset("gpt-nano", vocab_size=11, positions=positions, position_merge=merge), 64),
+                     (BERT.from_preset("bert-tiny", vocab_size=11, positions=positions, position_merge=merge), 128)):
+        expected = model.tok_emb.weight[ids] * (math.sqrt(d) if scaled else 1.0)
+        torch.testing.assert_close(model.tok_emb(ids), expected, rtol=0, atol=0)

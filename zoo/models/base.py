@@ -107,6 +107,12 @@ def check_choice(name: str, value: str, choices) -> None:
         raise ValueError(f"unknown {name} '{value}'{_suggest(value, choices)}; choose one of: {', '.join(choices)}")
 
 
+def sinusoids_added(config) -> bool:
+    """Whether unit-amplitude sinusoids are added to the token vectors (the models then scale those by
+    sqrt(d_model), as the 2017 Transformer does)."""
+    return config.positions == "sinusoidal" and config.position_merge == "add"
+
+
 def check_attention_switches(*, attn_scale, attn_score, qk_proj, attn_window) -> None:
     """The lab's attention switches of a model config (one-line errors naming the option)."""
     check_attention_options(attn_scale, attn_score, qk_proj, attn_window)

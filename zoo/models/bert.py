@@ -33,6 +33,7 @@ from zoo.core import (
 
 from .base import (
     ZooModel,
+    sinusoids_added,
     check_attention_switches,
     check_choice,
     check_positive,
@@ -148,7 +149,9 @@ class BERT(ZooModel):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
         c = config
-        self.tok_emb = TokenEmbedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        # With added sinusoids the token vectors are scaled by sqrt(d_model), as in the 2017 paper (see GPT).
+        self.tok_emb = TokenEmbedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id,
+                                      scale=sinusoids_added(c))
         self.pos_emb = make_position_embedding(c.positions, c.max_position_embeddings, c.hidden_size,
                                                base=c.sinusoid_base)
         self.pos_merge = PositionConcat(c.hidden_size) if c.position_merge == "concat" else None

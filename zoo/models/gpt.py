@@ -27,6 +27,7 @@ from zoo.core import (
 
 from .base import (
     ZooModel,
+    sinusoids_added,
     check_attention_switches,
     check_choice,
     check_positive,
@@ -98,7 +99,11 @@ class GPT(ZooModel):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__(config)
         c = config
-        self.tok_emb = TokenEmbedding(c.vocab_size, c.n_embd)
+        # Added sinusoids have unit amplitude, while GPT's token vectors start at std 0.02: the positions then drown
+        # the tokens and the model learns little more than character frequencies (val loss 3.36 vs 2.36 for learned
+        # positions after 400 steps of gpt-mini on tiny shakespeare). The 2017 paper scales the embeddings by
+        # sqrt(d_model) for exactly this sum, so the sinusoidal switch does too (2.31).
+        self.tok_emb = TokenEmbedding(c.vocab_size, c.n_embd, scale=sinusoids_added(c))
         self.pos_emb = make_position_embedding(c.positions, c.block_size, c.n_embd, base=c.sinusoid_base)
         self.pos_merge = PositionConcat(c.n_embd) if c.position_merge == "concat" else None
         self.drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
