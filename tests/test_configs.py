@@ -15,7 +15,7 @@ from omegaconf import OmegaConf, open_dict
 
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "zoo" / "conf"
 
 
 def options(group: str) -> list[str]:
@@ -36,7 +36,7 @@ def compose_train(tmp_path: Path, overrides: list[str], config_name: str = "trai
 def test_every_group_has_options():
     for group in ("model", "data", "trainer", "logger", "callbacks", "paths", "hydra", "experiment", "debug",
                   "hparams_search", "hydra/launcher"):
-        assert options(group), f"conf/{group} is empty"
+        assert options(group), f"zoo/conf/{group} is empty"
 
 
 @pytest.mark.parametrize("model", options("model"))

@@ -13,6 +13,7 @@ ENTRY = "entry"  # zoo/entry, the zoo/*.py shims (python -m zoo.export) and the 
 # What each package of zoo may import besides itself, and the rule a violation quotes.
 ALLOWED = {
     "core": (set(), "zoo/core imports nothing of zoo"),
+    "conf": (set(), "zoo/conf holds the Hydra configs and imports nothing"),
     "models": ({"core"}, "zoo/models imports only zoo/core"),
     "data": ({"core"}, "zoo/data imports neither models nor tasks (nor anything above them)"),
     "tasks": ({"core", "models", "interop", "data"}, "zoo/tasks sits below the lab and the entries"),

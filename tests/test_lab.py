@@ -27,7 +27,7 @@ from zoo.lab.claims import canonical_value, check_config, select
 from zoo.lab.questions import question_names
 from zoo.lab.report import write_report
 
-CONF = ROOT / "conf"
+CONF = ROOT / "zoo" / "conf"
 QUESTIONS = question_names()
 # The quick run of each of issue 11's seven questions, and of the encoder side of the positions question. The
 # sub-questions heads_multi30k and window_loss are composed and built at every sweep point below; their quick runs

@@ -72,8 +72,8 @@ def third_party_imports(files: list[Path], local: set[str]) -> dict[str, list[st
 def config_targets() -> dict[str, list[str]]:
     """Top-level modules named by `_target_` in the configs (the sweep/launcher plugins belong to their extras)."""
     found: dict[str, list[str]] = {}
-    for path in (ROOT / "conf").rglob("*.yaml"):
-        if {"hparams_search", "hydra"} & set(path.relative_to(ROOT / "conf").parts[:-1]):
+    for path in (ROOT / "zoo" / "conf").rglob("*.yaml"):
+        if {"hparams_search", "hydra"} & set(path.relative_to(ROOT / "zoo" / "conf").parts[:-1]):
             continue
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             match = re.match(r"\s*_target_:\s*([A-Za-z_][\w.]*)", line)

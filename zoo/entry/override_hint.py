@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def dotted_keys(cfg: DictConfig, prefix: str = "") -> list[str]:

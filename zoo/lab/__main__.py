@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from .questions import ROOT, question, question_names
 
@@ -29,10 +31,19 @@ def cmd_report(args) -> int:
     return 0
 
 
+def train_command() -> list[str]:
+    """The checkout's train.py, or the installed `zoo-train` script (a Python file, so DDP ranks can re-run it)."""
+    script = ROOT / "train.py"
+    if not script.is_file():
+        beside_python = Path(sys.executable).with_name("zoo-train")  # a venv's bin (PATH may hold a shell shim)
+        script = beside_python if beside_python.is_file() else Path(shutil.which("zoo-train") or beside_python)
+    return [sys.executable, str(script)]
+
+
 def cmd_run(args) -> int:
     lab = question(args.name)
     overrides = list(lab.get("quick", [])) + ["lab.mode=quick"] if args.quick else []
-    command = [sys.executable, str(ROOT / "train.py"), "-m", f"experiment=lab/{args.name}", *overrides, *args.overrides]
+    command = [*train_command(), "-m", f"experiment=lab/{args.name}", *overrides, *args.overrides]
     print("running: " + " ".join(command[1:]), flush=True)
     done = subprocess.run(command, cwd=os.getcwd())
     if done.returncode != 0:
@@ -44,7 +55,7 @@ def cmd_run(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zoo.lab", description="The lab: questions about Transformers, "
-                                     "answered by experiment (conf/experiment/lab/<name>.yaml)")
+                                     "answered by experiment (zoo/conf/experiment/lab/<name>.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the questions and their claims").set_defaults(fn=cmd_list)
     report = sub.add_parser("report", help="report.md + plots + verdict of a finished lab sweep")

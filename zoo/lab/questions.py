@@ -1,4 +1,4 @@
-"""The lab's questions: one config each under conf/experiment/lab/, with its claim in the `lab` section."""
+"""The lab's questions: one config each under zoo/conf/experiment/lab/, with its claim in the `lab` section."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[2]
-QUESTIONS_DIR = ROOT / "conf" / "experiment" / "lab"
+QUESTIONS_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiment" / "lab"
 
 
 def question_names() -> list[str]:

@@ -1,0 +1,54 @@
+"""The command-line entries: `zoo-train`, `zoo-eval` and `zoo-generate` (console scripts), which the checkout's
+train.py / eval.py / generate.py call too.
+
+The Hydra configs ship inside the package (`zoo/conf`), so the commands work from any directory after a plain
+`pip install .`; runs write into `./logs` of the directory they are started from.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from zoo.entry.errors import one_line_errors
+from zoo.entry.override_hint import suggest_nearest_key
+
+# Hydra's package source: the configs are found through the installed `zoo` package, not a path beside a script.
+CONFIG_PATH = "pkg://zoo.conf"
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
+@one_line_errors
+def _train(cfg: DictConfig) -> float | None:
+    from zoo.entry.train import train as run_training
+
+    return run_training(cfg)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="eval")
+@one_line_errors
+def _evaluate(cfg: DictConfig) -> dict:
+    from zoo.entry.evaluate import evaluate as run_evaluation
+
+    return run_evaluation(cfg)
+
+
+def train() -> None:
+    """`zoo-train [overrides...]`, e.g. `zoo-train model=gpt trainer.max_steps=500` (see zoo/conf/train.yaml)."""
+    with suggest_nearest_key("train"):
+        _train()
+
+
+def evaluate() -> None:
+    """`zoo-eval ckpt_path=.../last.ckpt split=test`."""
+    with suggest_nearest_key("eval"):
+        _evaluate()
+
+
+@one_line_errors
+def generate(argv: list[str] | None = None) -> None:
+    """`zoo-generate CKPT --prompt "ROMEO:"` (GPT) or `zoo-generate CKPT --source "..."` (Transformer)."""
+    from zoo.entry.generate import parse_args, run
+
+    for text in run(parse_args(argv)):
+        print(text)
