@@ -33,15 +33,33 @@ GPT2_SIZE = dict(vocab=50257, layers=12, heads=12, d=768, seq=1024, batch=8)
 def _hf_gpt2(impl: str, s: dict = GPT_SIZE):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=s["vocab"], n_positions=s["seq"], n_embd=s["d"], n_layer=s["layers"],
-                        n_head=s["heads"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        attn_implementation=impl)
+    config = GPT2Config(
+        vocab_size=s["vocab"],
+        n_positions=s["seq"],
+        n_embd=s["d"],
+        n_layer=s["layers"],
+        n_head=s["heads"],
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        attn_implementation=impl,
+    )
     return GPT2LMHeadModel(config)
 
 
 def _zoo_gpt(s: dict = GPT_SIZE, **overrides) -> GPT:
-    return GPT(GPTConfig(vocab_size=s["vocab"], block_size=s["seq"], n_layer=s["layers"], n_head=s["heads"],
-                         n_embd=s["d"], dropout=0.0, activation="gelu_tanh", **overrides))
+    return GPT(
+        GPTConfig(
+            vocab_size=s["vocab"],
+            block_size=s["seq"],
+            n_layer=s["layers"],
+            n_head=s["heads"],
+            n_embd=s["d"],
+            dropout=0.0,
+            activation="gelu_tanh",
+            **overrides,
+        )
+    )
 
 
 def gpt(s: dict = GPT_SIZE, peers=("sdpa", "eager")):
@@ -86,8 +104,14 @@ def generation_models():
         return model.generate(prompt, n, temperature=0.0)
 
     def hf_generate(model, prompt):
-        return model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
-                              do_sample=False, pad_token_id=0)
+        return model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            pad_token_id=0,
+        )
 
     return [("zoo", zoo, zoo_generate), ("hf", hf, hf_generate)]
 
@@ -134,19 +158,36 @@ def bert():
         return model(input_ids=b[0], token_type_ids=b[1], attention_mask=b[2])
 
     def hf_loss(model, b):  # BertForPreTraining's own MLM + NSP loss
-        return model(input_ids=b[0], token_type_ids=b[1], attention_mask=b[2], labels=b[3],
-                     next_sentence_label=b[4]).loss
+        return model(
+            input_ids=b[0], token_type_ids=b[1], attention_mask=b[2], labels=b[3], next_sentence_label=b[4]
+        ).loss
 
     def hf(impl):
-        return BertForPreTraining(BertConfig(
-            vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"],
-            num_attention_heads=s["heads"], intermediate_size=s["ff"], hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0, attn_implementation=impl))
+        return BertForPreTraining(
+            BertConfig(
+                vocab_size=s["vocab"],
+                hidden_size=s["hidden"],
+                num_hidden_layers=s["layers"],
+                num_attention_heads=s["heads"],
+                intermediate_size=s["ff"],
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+                attn_implementation=impl,
+            )
+        )
 
     def zoo():
-        return BERT(BERTConfig(vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"],
-                               num_attention_heads=s["heads"], intermediate_size=s["ff"], hidden_dropout_prob=0.0,
-                               attention_probs_dropout_prob=0.0))
+        return BERT(
+            BERTConfig(
+                vocab_size=s["vocab"],
+                hidden_size=s["hidden"],
+                num_hidden_layers=s["layers"],
+                num_attention_heads=s["heads"],
+                intermediate_size=s["ff"],
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+            )
+        )
 
     workloads = [
         Workload("zoo", zoo, batch, zoo_loss, zoo_forward),
@@ -179,24 +220,54 @@ def vit():
         return images, torch.randint(0, s["classes"], (s["batch"],), generator=generator)
 
     def zoo():
-        return ViT(ViTConfig(image_size=s["image"], patch_size=s["patch"], num_classes=s["classes"],
-                             embed_dim=s["dim"], depth=s["depth"], num_heads=s["heads"], mlp_dim=s["mlp"]))
+        return ViT(
+            ViTConfig(
+                image_size=s["image"],
+                patch_size=s["patch"],
+                num_classes=s["classes"],
+                embed_dim=s["dim"],
+                depth=s["depth"],
+                num_heads=s["heads"],
+                mlp_dim=s["mlp"],
+            )
+        )
 
     def timm_model():
-        return timm_vit.VisionTransformer(img_size=s["image"], patch_size=s["patch"], num_classes=s["classes"],
-                                          embed_dim=s["dim"], depth=s["depth"], num_heads=s["heads"],
-                                          mlp_ratio=s["mlp"] / s["dim"])
+        return timm_vit.VisionTransformer(
+            img_size=s["image"],
+            patch_size=s["patch"],
+            num_classes=s["classes"],
+            embed_dim=s["dim"],
+            depth=s["depth"],
+            num_heads=s["heads"],
+            mlp_ratio=s["mlp"] / s["dim"],
+        )
 
     def torchvision_model():
-        return torchvision.models.VisionTransformer(image_size=s["image"], patch_size=s["patch"],
-                                                    num_layers=s["depth"], num_heads=s["heads"],
-                                                    hidden_dim=s["dim"], mlp_dim=s["mlp"], num_classes=s["classes"])
+        return torchvision.models.VisionTransformer(
+            image_size=s["image"],
+            patch_size=s["patch"],
+            num_layers=s["depth"],
+            num_heads=s["heads"],
+            hidden_dim=s["dim"],
+            mlp_dim=s["mlp"],
+            num_classes=s["classes"],
+        )
 
     def hf_model():
-        return ViTForImageClassification(HFViTConfig(
-            image_size=s["image"], patch_size=s["patch"], num_channels=3, hidden_size=s["dim"],
-            num_hidden_layers=s["depth"], num_attention_heads=s["heads"], intermediate_size=s["mlp"],
-            num_labels=s["classes"], attn_implementation="sdpa"))
+        return ViTForImageClassification(
+            HFViTConfig(
+                image_size=s["image"],
+                patch_size=s["patch"],
+                num_channels=3,
+                hidden_size=s["dim"],
+                num_hidden_layers=s["depth"],
+                num_attention_heads=s["heads"],
+                intermediate_size=s["mlp"],
+                num_labels=s["classes"],
+                attn_implementation="sdpa",
+            )
+        )
 
     def loss_of(logits_fn):
         return lambda model, b: F.cross_entropy(logits_fn(model, b), b[1])
@@ -235,9 +306,15 @@ class TorchTransformerMT(torch.nn.Module):
         table = torch.zeros(64, s["d"])
         table[:, 0::2], table[:, 1::2] = torch.sin(position * rate), torch.cos(position * rate)
         self.register_buffer("positions", table, persistent=False)
-        self.body = torch.nn.Transformer(d_model=s["d"], nhead=s["heads"], num_encoder_layers=s["layers"],
-                                         num_decoder_layers=s["layers"], dim_feedforward=s["ff"], dropout=0.0,
-                                         batch_first=True)
+        self.body = torch.nn.Transformer(
+            d_model=s["d"],
+            nhead=s["heads"],
+            num_encoder_layers=s["layers"],
+            num_decoder_layers=s["layers"],
+            dim_feedforward=s["ff"],
+            dropout=0.0,
+            batch_first=True,
+        )
 
     def embed(self, ids):
         return self.emb(ids) * MT_SIZE["d"] ** 0.5 + self.positions[: ids.shape[1]]
@@ -262,17 +339,42 @@ def transformer():
         return src, tgt[:, :-1].contiguous(), tgt[:, 1:].contiguous()
 
     def zoo():
-        return Transformer(TransformerConfig(src_vocab_size=s["vocab"], d_model=s["d"], n_heads=s["heads"],
-                                             d_ff=s["ff"], n_encoder_layers=s["layers"],
-                                             n_decoder_layers=s["layers"], dropout=0.0, max_len=64))
+        return Transformer(
+            TransformerConfig(
+                src_vocab_size=s["vocab"],
+                d_model=s["d"],
+                n_heads=s["heads"],
+                d_ff=s["ff"],
+                n_encoder_layers=s["layers"],
+                n_decoder_layers=s["layers"],
+                dropout=0.0,
+                max_len=64,
+            )
+        )
 
     def marian():
-        return MarianMTModel(MarianConfig(
-            vocab_size=s["vocab"], d_model=s["d"], encoder_layers=s["layers"], decoder_layers=s["layers"],
-            encoder_attention_heads=s["heads"], decoder_attention_heads=s["heads"], encoder_ffn_dim=s["ff"],
-            decoder_ffn_dim=s["ff"], activation_function="relu", dropout=0.0, attention_dropout=0.0,
-            activation_dropout=0.0, max_position_embeddings=64, scale_embedding=True, pad_token_id=0,
-            decoder_start_token_id=1, share_encoder_decoder_embeddings=True, attn_implementation="sdpa"))
+        return MarianMTModel(
+            MarianConfig(
+                vocab_size=s["vocab"],
+                d_model=s["d"],
+                encoder_layers=s["layers"],
+                decoder_layers=s["layers"],
+                encoder_attention_heads=s["heads"],
+                decoder_attention_heads=s["heads"],
+                encoder_ffn_dim=s["ff"],
+                decoder_ffn_dim=s["ff"],
+                activation_function="relu",
+                dropout=0.0,
+                attention_dropout=0.0,
+                activation_dropout=0.0,
+                max_position_embeddings=64,
+                scale_embedding=True,
+                pad_token_id=0,
+                decoder_start_token_id=1,
+                share_encoder_decoder_embeddings=True,
+                attn_implementation="sdpa",
+            )
+        )
 
     def logits_zoo(model, b):
         return model(b[0], b[1])
@@ -305,8 +407,12 @@ def transformer():
     decoder = sum(p.numel() for n, p in named.items() if n.startswith("decoder."))
     # 6 FLOPs per weight per token on its own side, the tied output projection on target tokens, and the
     # attention of encoder self-attention, decoder self-attention and cross-attention.
-    flops = (6 * encoder * src_tokens + 6 * decoder * tgt_tokens + 6 * s["vocab"] * s["d"] * tgt_tokens
-             + _attention_flops(s["layers"], s["d"], s["src"]) * (src_tokens + 2 * tgt_tokens))
+    flops = (
+        6 * encoder * src_tokens
+        + 6 * decoder * tgt_tokens
+        + 6 * s["vocab"] * s["d"] * tgt_tokens
+        + _attention_flops(s["layers"], s["d"], s["src"]) * (src_tokens + 2 * tgt_tokens)
+    )
     tokens = src_tokens + tgt_tokens
     return workloads, flops, tokens, "tokens"
 

@@ -11,8 +11,8 @@ import ctypes
 import ctypes.util
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -57,10 +57,8 @@ class PeakMemory:
 
 
 def _return_free_heap() -> None:
-    try:
+    with contextlib.suppress(OSError, AttributeError, TypeError):
         ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
-        pass
 
 
 def _status_kb(key: str) -> int:

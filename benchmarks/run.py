@@ -35,14 +35,22 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", default=",".join([*CONFIGS, "generation"]))
     p.add_argument("--dtypes", default="auto", help="fp32,bf16; auto: fp32, and bf16 where it is native")
-    p.add_argument("--steps", type=int, default=None,
-                   help="timed steps per implementation per round (default: 5, fewer on a slow CPU)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed steps per implementation per round (default: 5, fewer on a slow CPU)",
+    )
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json", default="benchmarks/results.json")
-    p.add_argument("--no-compile", dest="compile", action="store_false",
-                   help="skip the zoo-compile rows (zoo's model through torch.compile; compiling takes minutes)")
+    p.add_argument(
+        "--no-compile",
+        dest="compile",
+        action="store_false",
+        help="skip the zoo-compile rows (zoo's model through torch.compile; compiling takes minutes)",
+    )
     p.add_argument("--smoke", action="store_true", help="one step per row (a check that everything runs)")
     return p.parse_args(argv)
 
@@ -64,10 +72,19 @@ def bench_training(name, dtype_name, device, args) -> list[dict]:
     rows = []
     for p in prepared:
         step = median(p.train_times)
-        rows.append(dict(config=name, dtype=dtype_name, impl=p.workload.name, train_ms=step * 1e3,
-                         forward_ms=median(p.forward_times) * 1e3, throughput=items / step, unit=unit,
-                         peak_mb=None if p.peak_bytes is None else p.peak_bytes / 2**20,
-                         achieved_gflops=flops / step / 1e9))
+        rows.append(
+            dict(
+                config=name,
+                dtype=dtype_name,
+                impl=p.workload.name,
+                train_ms=step * 1e3,
+                forward_ms=median(p.forward_times) * 1e3,
+                throughput=items / step,
+                unit=unit,
+                peak_mb=None if p.peak_bytes is None else p.peak_bytes / 2**20,
+                achieved_gflops=flops / step / 1e9,
+            )
+        )
     peers = [r["train_ms"] for r in rows if r["impl"] != "zoo" and not r["impl"].startswith("zoo-")]
     for r in rows:
         r["ratio"] = r["train_ms"] / min(peers) if peers else float("nan")
@@ -97,9 +114,17 @@ def bench_generation(dtype_name, device, args) -> list[dict]:
         hf_rate = new / median(times["hf"])
         for name in times:
             rate = new / median(times[name])
-            rows.append(dict(config=f"generation b{batch}", dtype=dtype_name, impl=name,
-                             total_ms=median(times[name]) * 1e3, tokens_per_s=rate, vs_hf=rate / hf_rate,
-                             same_tokens=bool(torch.equal(outputs[name], outputs["zoo"]))))
+            rows.append(
+                dict(
+                    config=f"generation b{batch}",
+                    dtype=dtype_name,
+                    impl=name,
+                    total_ms=median(times[name]) * 1e3,
+                    tokens_per_s=rate,
+                    vs_hf=rate / hf_rate,
+                    same_tokens=bool(torch.equal(outputs[name], outputs["zoo"])),
+                )
+            )
     return rows
 
 
@@ -136,8 +161,10 @@ def main(argv=None) -> list[dict]:
         reference = "fp32" if "fp32" in dtypes else dtypes[0]
         args.steps = auto_steps(device, before[reference].flops)
         if args.steps < 5:
-            notes.append(f"{args.steps} timed steps per round instead of 5: the {reference} matmul peak is "
-                         f"{before[reference].flops / 1e9:.0f} GFLOP/s here (--steps 5 to override)")
+            notes.append(
+                f"{args.steps} timed steps per round instead of 5: the {reference} matmul peak is "
+                f"{before[reference].flops / 1e9:.0f} GFLOP/s here (--steps 5 to override)"
+            )
     for line in notes:
         print(line)
     rows = []
@@ -154,12 +181,21 @@ def main(argv=None) -> list[dict]:
         if "achieved_gflops" in r:
             r["mfu"] = r["achieved_gflops"] * 1e9 / peaks[r["dtype"]].flops
             r["above_peak"] = r["mfu"] > 1  # the probe read below what the model reached: MFU is not meaningful
-    meta = dict(date=datetime.date.today().isoformat(), machine=machine_name(), device=str(device),
-                threads=torch.get_num_threads(), torch=torch.__version__,
-                cpu_capability=torch.backends.cpu.get_cpu_capability() if device.type == "cpu" else None,
-                peak_gflops={d: peaks[d].flops / 1e9 for d in dtypes},
-                peak_matmul_size={d: peaks[d].size for d in dtypes}, steps=args.steps, rounds=args.rounds,
-                notes=notes, kept_freed_memory=allocator, wall_s=time.perf_counter() - started)
+    meta = dict(
+        date=datetime.date.today().isoformat(),
+        machine=machine_name(),
+        device=str(device),
+        threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        cpu_capability=torch.backends.cpu.get_cpu_capability() if device.type == "cpu" else None,
+        peak_gflops={d: peaks[d].flops / 1e9 for d in dtypes},
+        peak_matmul_size={d: peaks[d].size for d in dtypes},
+        steps=args.steps,
+        rounds=args.rounds,
+        notes=notes,
+        kept_freed_memory=allocator,
+        wall_s=time.perf_counter() - started,
+    )
     print_table(rows, meta)
     with open(args.json, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2)
@@ -193,18 +229,23 @@ def machine_name() -> str:
 
 
 def print_table(rows, meta) -> None:
-    print(f"# {meta['date']} {meta['device']} ({meta['machine']}, {meta['threads']} threads), torch {meta['torch']}; "
-          "matmul peak " + ", ".join(f"{d} {g:.0f} GFLOP/s (n={meta['peak_matmul_size'][d]})"
-                                     for d, g in meta["peak_gflops"].items())
-          + f"; {meta['wall_s'] / 60:.1f} min")
+    print(
+        f"# {meta['date']} {meta['device']} ({meta['machine']}, {meta['threads']} threads), torch {meta['torch']}; "
+        "matmul peak "
+        + ", ".join(f"{d} {g:.0f} GFLOP/s (n={meta['peak_matmul_size'][d]})" for d, g in meta["peak_gflops"].items())
+        + f"; {meta['wall_s'] / 60:.1f} min"
+    )
     print("| config | dtype | impl | train step ms | vs fastest peer | forward ms | throughput | peak MB | MFU |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "train_ms" in r:
             peak = "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
-            print(f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['train_ms']:.1f} | {r['ratio']:.2f}x | "
-                  f"{r['forward_ms']:.1f} | {r['throughput']:.0f} {r['unit']}/s | {peak} | {r['mfu']:.2f}"
-                  + ("*" if r["above_peak"] else "") + " |")
+            print(
+                f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['train_ms']:.1f} | {r['ratio']:.2f}x | "
+                f"{r['forward_ms']:.1f} | {r['throughput']:.0f} {r['unit']}/s | {peak} | {r['mfu']:.2f}"
+                + ("*" if r["above_peak"] else "")
+                + " |"
+            )
     if any(r.get("above_peak") for r in rows):
         print("* above the measured matmul peak: the probe under-read this machine (busy?), so this MFU means nothing")
     generation = [r for r in rows if "total_ms" in r]
@@ -212,8 +253,10 @@ def print_table(rows, meta) -> None:
         print("\n| generation | dtype | impl | ms for 240 new tokens | tokens/s | vs HF | same tokens as zoo |")
         print("|---|---|---|---|---|---|---|")
         for r in generation:
-            print(f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['total_ms']:.0f} | {r['tokens_per_s']:.0f} | "
-                  f"{r['vs_hf']:.2f}x | {r['same_tokens']} |")
+            print(
+                f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['total_ms']:.0f} | {r['tokens_per_s']:.0f} | "
+                f"{r['vs_hf']:.2f}x | {r['same_tokens']} |"
+            )
 
 
 if __name__ == "__main__":

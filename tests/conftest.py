@@ -90,3 +90,13 @@ def assert_one_line_error(result, *fragments: str) -> None:
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     for fragment in fragments:
         assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(autouse=True)
+def no_hydra_state_left_behind():
+    """Tests that compose configs set Hydra's global HydraConfig; clear it afterwards so that no later in-process
+    test sees a "running" (multi)run that does not exist."""
+    yield
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().cfg = None

@@ -18,8 +18,14 @@ def test_benchmark_smoke(tmp_path):
     training = [r for r in rows if "train_ms" in r]
     assert {r["impl"] for r in training if r["config"] == "gpt"} == {"zoo", "hf-sdpa", "hf-eager"}
     # MFU is finite and positive; how close to 1 it comes depends on the machine (no bound asserted here).
-    assert all(r["train_ms"] > 0 and math.isfinite(r["ratio"]) and math.isfinite(r["mfu"]) and r["mfu"] > 0
-               and r["above_peak"] == (r["mfu"] > 1) for r in training)
+    assert all(
+        r["train_ms"] > 0
+        and math.isfinite(r["ratio"])
+        and math.isfinite(r["mfu"])
+        and r["mfu"] > 0
+        and r["above_peak"] == (r["mfu"] > 1)
+        for r in training
+    )
     generation = [r for r in rows if "tokens_per_s" in r]
     assert {r["config"] for r in generation} == {"generation b1", "generation b8"}
     assert all(r["same_tokens"] for r in generation)  # same weights, greedy: identical continuations
@@ -43,16 +49,20 @@ def test_gpt2_gpu_config_is_gpt2_124m_and_runs(tmp_path, monkeypatch):
     assert configs._zoo_gpt(configs.GPT2_SIZE).num_parameters() == 124_439_808
     assert configs.GPT2_SIZE["seq"] == 1024
     monkeypatch.setattr(configs, "GPT2_SIZE", dict(configs.GPT2_SIZE, layers=1, seq=32, batch=1))
-    rows = main(["--smoke", "--no-compile", "--configs", "gpt2", "--dtypes", "bf16", "--json",
-                 str(tmp_path / "b.json")])
+    rows = main(
+        ["--smoke", "--no-compile", "--configs", "gpt2", "--dtypes", "bf16", "--json", str(tmp_path / "b.json")]
+    )
     assert {r["impl"] for r in rows} == {"zoo", "hf-sdpa"} and all(r["train_ms"] > 0 for r in rows)
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--configs", "gpt,vitt"], "unknown config 'vitt'"),
-    (["--dtypes", "fp16"], "unknown dtype 'fp16'"),
-    (["--steps", "0"], "--steps and --rounds must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--configs", "gpt,vitt"], "unknown config 'vitt'"),
+        (["--dtypes", "fp16"], "unknown dtype 'fp16'"),
+        (["--steps", "0"], "--steps and --rounds must be at least 1"),
+    ],
+)
 def test_bad_options_fail_before_measuring(argv, words, tmp_path):
     with pytest.raises(SystemExit, match=words):
         main([*argv, "--json", str(tmp_path / "b.json")])

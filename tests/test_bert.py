@@ -18,8 +18,17 @@ TOL = dict(atol=1e-5, rtol=1e-5)
 
 def tiny(seed: int = 0, **overrides) -> BERT:
     torch.manual_seed(seed)
-    config = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                  max_position_embeddings=24) | overrides
+    config = (
+        dict(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=24,
+        )
+        | overrides
+    )
     return BERT(BERTConfig(**config)).eval()
 
 
@@ -27,10 +36,13 @@ def tiny(seed: int = 0, **overrides) -> BERT:
 # Presets and configuration
 
 
-@pytest.mark.parametrize("name, encoder, with_heads", [
-    ("bert-base", 109_482_240, 110_106_428),
-    ("bert-large", 335_141_888, None),
-])
+@pytest.mark.parametrize(
+    "name, encoder, with_heads",
+    [
+        ("bert-base", 109_482_240, 110_106_428),
+        ("bert-large", 335_141_888, None),
+    ],
+)
 def test_published_parameter_counts(name, encoder, with_heads):
     """bert-base / bert-large have exactly the published sizes: encoder with pooler, and with the MLM+NSP heads
     (the MLM decoder is tied to the token embeddings, so it adds only its bias)."""
@@ -40,12 +52,18 @@ def test_published_parameter_counts(name, encoder, with_heads):
             assert BERT.from_preset(name, head="pretraining").num_parameters() == with_heads
 
 
-@pytest.mark.parametrize("name, layers, hidden", [("bert-tiny", 2, 128), ("bert-mini", 4, 256),
-                                                  ("bert-small", 4, 512), ("bert-medium", 8, 512)])
+@pytest.mark.parametrize(
+    "name, layers, hidden",
+    [("bert-tiny", 2, 128), ("bert-mini", 4, 256), ("bert-small", 4, 512), ("bert-medium", 8, 512)],
+)
 def test_compact_presets_of_turc_et_al(name, layers, hidden):
     c = BERT.make_config(name)
     assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size) == (
-        layers, hidden, hidden // 64, 4 * hidden)
+        layers,
+        hidden,
+        hidden // 64,
+        4 * hidden,
+    )
     with torch.device("meta"):
         model = BERT.from_preset(name, head="none")
     # 12 H^2 + 13 H per layer (fused qkv + out + 2 feed-forward + 2 norms), embeddings, embedding norm, pooler
@@ -66,12 +84,15 @@ def test_hidden_not_divisible_by_heads_is_named():
         BERT.from_preset("bert-base", hidden_size=100)
 
 
-@pytest.mark.parametrize("overrides, fragment", [
-    (dict(head="mlm"), "unknown head 'mlm'"),
-    (dict(hidden_act="swish"), "unknown hidden_act 'swish'"),
-    (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob must be in [0, 1)"),
-    (dict(pad_token_id=200), "pad_token_id=200 is outside the vocabulary"),
-])
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        (dict(head="mlm"), "unknown head 'mlm'"),
+        (dict(hidden_act="swish"), "unknown hidden_act 'swish'"),
+        (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob must be in [0, 1)"),
+        (dict(pad_token_id=200), "pad_token_id=200 is outside the vocabulary"),
+    ],
+)
 def test_bad_options_are_named(overrides, fragment):
     with pytest.raises(ValueError) as err:
         BERT.from_preset("bert-tiny", vocab_size=VOCAB, **overrides)
@@ -171,8 +192,13 @@ def _pretraining_batch(seed: int = 0) -> EncoderBatch:
     ids[:, [2, 7]] = 4  # [MASK]
     mask = torch.ones_like(ids)
     mask[3, 9:] = 0
-    return EncoderBatch(input_ids=ids, token_type_ids=(torch.arange(12) >= 6).long().expand(4, -1).clone(),
-                        attention_mask=mask, labels=labels, nsp_labels=torch.tensor([0, 1, 0, 1]))
+    return EncoderBatch(
+        input_ids=ids,
+        token_type_ids=(torch.arange(12) >= 6).long().expand(4, -1).clone(),
+        attention_mask=mask,
+        labels=labels,
+        nsp_labels=torch.tensor([0, 1, 0, 1]),
+    )
 
 
 def test_pretraining_loss_is_mlm_plus_nsp_and_learns():
@@ -187,8 +213,9 @@ def test_pretraining_loss_is_mlm_plus_nsp_and_learns():
     with torch.no_grad():
         full = net(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask)
         selected = batch.labels != -100
-        expected = torch.nn.functional.cross_entropy(full.mlm_logits[selected], batch.labels[selected]) + \
-            torch.nn.functional.cross_entropy(full.nsp_logits, batch.nsp_labels)
+        expected = torch.nn.functional.cross_entropy(
+            full.mlm_logits[selected], batch.labels[selected]
+        ) + torch.nn.functional.cross_entropy(full.nsp_logits, batch.nsp_labels)
         _, _, mlm, nsp = task._losses(batch)
     torch.testing.assert_close(mlm + nsp, expected, **TOL)
     opt = task.configure_optimizers()

@@ -12,8 +12,13 @@ from conftest import assert_ok, run_script
 
 pytestmark = pytest.mark.slow
 
-QUICK = ["trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=2",
-         "trainer.log_every_n_steps=1", "callbacks.progress_bar=null"]
+QUICK = [
+    "trainer.max_steps=3",
+    "trainer.val_check_interval=3",
+    "trainer.limit_val_batches=2",
+    "trainer.log_every_n_steps=1",
+    "callbacks.progress_bar=null",
+]
 SMALL_WIKI = ["data.max_documents=12", "data.dupe_factor=1", "data.batch_size=8"]
 SMALL_SST2 = ["data.max_train_rows=400", "data.max_val_rows=64", "data.batch_size=8", "data.vocab_size=800"]
 
@@ -29,8 +34,9 @@ def test_fast_dev_run_of_model_bert(tmp_path):
 @pytest.fixture(scope="module")
 def pretrained_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("bert_pretrain")
-    result = run_script("train.py", "experiment=bert_pretrain_wikitext2", *QUICK, *SMALL_WIKI, "test=false",
-                        f"hydra.run.dir={run_dir}")
+    result = run_script(
+        "train.py", "experiment=bert_pretrain_wikitext2", *QUICK, *SMALL_WIKI, "test=false", f"hydra.run.dir={run_dir}"
+    )
     assert_ok(result)
     return run_dir
 
@@ -50,8 +56,13 @@ def test_pretraining_experiment_logs_mlm_and_nsp_metrics(pretrained_run):
 
 
 def test_eval_of_a_pretraining_checkpoint(pretrained_run, tmp_path):
-    result = run_script("eval.py", f"ckpt_path={pretrained_run / 'checkpoints' / 'last.ckpt'}", "split=val",
-                        "trainer.limit_val_batches=2", f"hydra.run.dir={tmp_path}")
+    result = run_script(
+        "eval.py",
+        f"ckpt_path={pretrained_run / 'checkpoints' / 'last.ckpt'}",
+        "split=val",
+        "trainer.limit_val_batches=2",
+        f"hydra.run.dir={tmp_path}",
+    )
     assert_ok(result)
     assert "val/mlm_acc" in result.stdout and "val/nsp_acc" in result.stdout
 
@@ -68,8 +79,15 @@ def test_sst2_experiment_from_scratch(tmp_path):
 def test_sst2_fine_tunes_a_zoo_pretraining_checkpoint(pretrained_run, tmp_path):
     """model.pretrained=<.ckpt>: the encoder and its WordPiece come from the checkpoint, the classifier is new."""
     ckpt = pretrained_run / "checkpoints" / "last.ckpt"
-    result = run_script("train.py", "experiment=bert_sst2", *QUICK, *SMALL_SST2, f"model.pretrained={ckpt}",
-                        "test=false", f"hydra.run.dir={tmp_path}")
+    result = run_script(
+        "train.py",
+        "experiment=bert_sst2",
+        *QUICK,
+        *SMALL_SST2,
+        f"model.pretrained={ckpt}",
+        "test=false",
+        f"hydra.run.dir={tmp_path}",
+    )
     assert_ok(result)
     assert "newly initialized: classifier.bias, classifier.weight" in result.stdout + result.stderr
     source = torch.load(ckpt, weights_only=True)
@@ -89,24 +107,42 @@ def test_sst2_fine_tunes_a_hugging_face_directory(tmp_path, data_dir):
     tokenizer = WordPieceTokenizer.train([line.split("\t")[0] for line in lines], 600)
     hf_dir = tmp_path / "hf"
     tokenizer.save_vocab(hf_dir)
-    config = transformers.BertConfig(vocab_size=600, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=64, max_position_embeddings=64)
+    config = transformers.BertConfig(
+        vocab_size=600,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     transformers.BertForPreTraining(config).save_pretrained(hf_dir)
     run_dir = tmp_path / "run"
-    result = run_script("train.py", "experiment=bert_sst2", *QUICK, *SMALL_SST2, f"model.pretrained={hf_dir}",
-                        "test=false", f"hydra.run.dir={run_dir}")
+    result = run_script(
+        "train.py",
+        "experiment=bert_sst2",
+        *QUICK,
+        *SMALL_SST2,
+        f"model.pretrained={hf_dir}",
+        "test=false",
+        f"hydra.run.dir={run_dir}",
+    )
     assert_ok(result)
     info = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["zoo"]
     assert info["model_config"]["hidden_size"] == 32 and info["model_config"]["vocab_size"] == 600
 
 
-@pytest.mark.parametrize("overrides, fragments", [
-    (["model=bert", "model.net.name=bert-huge"], ["unknown BERT preset 'bert-huge'", "bert-medium"]),
-    (["model=bert", "model.net.hidden_size=100", "model.net.num_attention_heads=12"],
-     ["hidden_size=100 is not divisible by num_attention_heads=12"]),
-    (["model=bert", "data.vocab_file=/nowhere/vocab.txt"], ["vocab file not found", "/nowhere/vocab.txt"]),
-    (["experiment=bert_sst2", "data.val_file=sst2/test.tsv"], ["test.tsv", "no label column 'label'"]),
-])
+@pytest.mark.parametrize(
+    "overrides, fragments",
+    [
+        (["model=bert", "model.net.name=bert-huge"], ["unknown BERT preset 'bert-huge'", "bert-medium"]),
+        (
+            ["model=bert", "model.net.hidden_size=100", "model.net.num_attention_heads=12"],
+            ["hidden_size=100 is not divisible by num_attention_heads=12"],
+        ),
+        (["model=bert", "data.vocab_file=/nowhere/vocab.txt"], ["vocab file not found", "/nowhere/vocab.txt"]),
+        (["experiment=bert_sst2", "data.val_file=sst2/test.tsv"], ["test.tsv", "no label column 'label'"]),
+    ],
+)
 def test_bad_input_is_a_one_line_error(tmp_path, overrides, fragments):
     result = run_script("train.py", *overrides, f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0

@@ -22,8 +22,11 @@ CANONICAL = DATASETS["tinyshakespeare"][0]
 
 def test_shipped_copy_is_the_canonical_file(data_dir):
     text = read_builtin(CANONICAL.relpath, CANONICAL.sha256)
-    assert hashlib.sha256(text).hexdigest() == CANONICAL.sha256 == (
-        "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
+    assert (
+        hashlib.sha256(text).hexdigest()
+        == CANONICAL.sha256
+        == ("86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
+    )
     assert len(text) == 1_115_394 and text.startswith(b"First Citizen:\nBefore we proceed any further, hear me speak.")
     if (data_dir / CANONICAL.relpath).is_file():
         assert text == (data_dir / CANONICAL.relpath).read_bytes()
@@ -71,9 +74,21 @@ def test_main_command_trains_offline_without_data(tmp_path):
     env.update(HYDRA_FULL_ERROR="0", http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9")
     run_dir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "trainer.max_steps=2", "trainer.val_check_interval=2",
-         "trainer.limit_val_batches=1", "validate=false", "test=false", f"hydra.run.dir={run_dir}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "trainer.max_steps=2",
+            "trainer.val_check_interval=2",
+            "trainer.limit_val_batches=1",
+            "validate=false",
+            "test=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert_ok(result)
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
-import torch
 import lightning as L
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -28,14 +28,25 @@ def compose_train(tmp_path: Path, overrides: list[str], config_name: str = "trai
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
-        cfg.paths.root_dir = str(CONF.parent)
+        cfg.paths.root_dir = str(CONF.parents[1])
         cfg.paths.output_dir = str(tmp_path)
     return cfg
 
 
 def test_every_group_has_options():
-    for group in ("model", "data", "trainer", "logger", "callbacks", "paths", "hydra", "experiment", "debug",
-                  "hparams_search", "hydra/launcher"):
+    for group in (
+        "model",
+        "data",
+        "trainer",
+        "logger",
+        "callbacks",
+        "paths",
+        "hydra",
+        "experiment",
+        "debug",
+        "hparams_search",
+        "hydra/launcher",
+    ):
         assert options(group), f"zoo/conf/{group} is empty"
 
 
@@ -90,10 +101,9 @@ def test_data_configs(data, tmp_path):
 @pytest.mark.parametrize("trainer", options("trainer"))
 def test_trainer_configs(trainer, tmp_path):
     cfg = compose_train(tmp_path, [f"trainer={trainer}"])
-    if cfg.trainer.accelerator == "gpu":
-        if not torch.cuda.is_available():
-            assert cfg.trainer.devices in (1, -1)
-            pytest.skip("GPU trainer configs instantiate only where a GPU is present")
+    if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
+        assert cfg.trainer.devices in (1, -1)
+        pytest.skip("GPU trainer configs instantiate only where a GPU is present")
     assert isinstance(hydra.utils.instantiate(cfg.trainer, logger=False), L.Trainer)
 
 

@@ -129,8 +129,7 @@ def test_explicit_path_records_normalized_weights():
 def test_block_stack_is_causal(impl, norm_first):
     """Changing the input at position t leaves BlockStack outputs before t unchanged but changes position t."""
     torch.manual_seed(3)
-    stack = BlockStack(2, D, final_norm=norm_first, n_heads=H, d_ff=4 * D, norm_first=norm_first,
-                       attn_impl=impl).eval()
+    stack = BlockStack(2, D, final_norm=norm_first, n_heads=H, d_ff=4 * D, norm_first=norm_first, attn_impl=impl).eval()
     x = torch.randn(B, 10, D)
     base = stack(x, is_causal=True)
     for t in (0, 4, 9):

@@ -31,8 +31,9 @@ def _loss_and_grads(fn, hidden, weight, bias, targets, **kw):
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_matches_reference_in_float32(chunk_rows, bias, smoothing):
     hidden, weight, b, targets = _problem(bias=bias)
-    ours = _loss_and_grads(linear_cross_entropy, hidden, weight, b, targets, label_smoothing=smoothing,
-                           chunk_rows=chunk_rows)
+    ours = _loss_and_grads(
+        linear_cross_entropy, hidden, weight, b, targets, label_smoothing=smoothing, chunk_rows=chunk_rows
+    )
     ref = _loss_and_grads(reference_cross_entropy, hidden, weight, b, targets, label_smoothing=smoothing)
     for a, r in zip(ours, ref):
         torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-6)

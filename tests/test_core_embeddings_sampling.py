@@ -194,8 +194,9 @@ def test_seeded_generator_is_reproducible():
 
     def draw(seed):
         g = torch.Generator().manual_seed(seed)
-        return torch.stack([sample_next_token(logits, temperature=0.8, top_k=10, top_p=0.9, generator=g)
-                            for _ in range(5)])
+        return torch.stack(
+            [sample_next_token(logits, temperature=0.8, top_k=10, top_p=0.9, generator=g) for _ in range(5)]
+        )
 
     a, b, c = draw(123), draw(123), draw(321)
     assert torch.equal(a, b)

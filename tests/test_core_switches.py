@@ -47,19 +47,33 @@ def rope_reference(x: torch.Tensor, base: float, start: int = 0) -> torch.Tensor
 def press_slopes(n: int) -> list[float]:
     """ALiBi slopes as Press et al. state them: 2^(-8k/n) for n a power of two, else the closest power of two's
     slopes followed by every other slope of twice that power."""
+
     def pow2(m):
         return [2 ** (-8 * k / m) for k in range(1, m + 1)]
+
     closest = 2 ** int(math.log2(n))
     return pow2(closest) + pow2(2 * closest)[::2][: n - closest]
 
 
-def reference_self_attention(attn: MultiHeadAttention, x, *, causal=False, key_keep=None, window=None,
-                             rope_base=None, slopes=None, scale=1 / math.sqrt(DK)):
+DEFAULT_SCALE = 1 / math.sqrt(DK)
+
+
+def reference_self_attention(
+    attn: MultiHeadAttention,
+    x,
+    *,
+    causal=False,
+    key_keep=None,
+    window=None,
+    rope_base=None,
+    slopes=None,
+    scale=DEFAULT_SCALE,
+):
     """Per head: logits = scale * score(q_i, k_j) - slope * |i - j|, masked, softmax, times V; then W_O."""
     b, t, d = x.shape
     if attn.qk_proj == "separate":
         w, bias = attn.qkv.weight, attn.qkv.bias
-        q, k, v = (x @ w[i * d:(i + 1) * d].T + bias[i * d:(i + 1) * d] for i in range(3))
+        q, k, v = (x @ w[i * d : (i + 1) * d].T + bias[i * d : (i + 1) * d] for i in range(3))
     elif attn.qk_proj == "shared":
         w, bias = attn.qv.weight, attn.qv.bias
         q = k = x @ w[:d].T + bias[:d]
@@ -217,6 +231,7 @@ def test_additive_attention_matches_bahdanau_formula_with_padding(scale):
     keep = torch.ones(B, T, dtype=torch.long)
     keep[1, :3] = 0  # left padding
     from zoo.core import build_attention_mask
+
     factor = 1.0 if scale == "none" else 1 / math.sqrt(DK)
     out = attn(x, mask=build_attention_mask(keep, T, T, causal=True))
     expected = reference_self_attention(attn, x, causal=True, key_keep=keep, scale=factor)
@@ -235,7 +250,7 @@ def test_additive_attention_dropout_drops_the_weights():
     attn(x, is_causal=True)
     torch.manual_seed(7)
     dropped = F.dropout(attn.last_weights, p=0.5)
-    v = attn.qkv(x)[..., 2 * D:].view(B, T, H, DK).transpose(1, 2)
+    v = attn.qkv(x)[..., 2 * D :].view(B, T, H, DK).transpose(1, 2)
     expected = attn.out((dropped @ v).transpose(1, 2).reshape(B, T, D))
     torch.testing.assert_close(out, expected, **TOL)
     assert not torch.allclose(out, attn(x, is_causal=True))
@@ -252,7 +267,11 @@ def test_qk_proj_none_and_shared(impl):
     torch.testing.assert_close(none(x, is_causal=True), reference_self_attention(none, x, causal=True), **TOL)
     shared = MultiHeadAttention(D, H, qk_proj="shared", impl=impl).eval()
     assert {n: tuple(p.shape) for n, p in shared.named_parameters()} == {
-        "qv.weight": (2 * D, D), "qv.bias": (2 * D,), "out.weight": (D, D), "out.bias": (D,)}
+        "qv.weight": (2 * D, D),
+        "qv.bias": (2 * D,),
+        "out.weight": (D, D),
+        "out.bias": (D,),
+    }
     torch.testing.assert_close(shared(x), reference_self_attention(shared, x), **TOL)
     # GPT: qk_proj=none removes exactly the 3d^2 + 3d Q/K/V weights of every layer.
     assert gpt().num_parameters() - gpt(qk_proj="none").num_parameters() == 2 * (3 * D * D + 3 * D)
@@ -277,6 +296,7 @@ def test_cross_attention_with_switched_projections_and_cache(qk_proj):
     expected = attn.out(y.transpose(1, 2).reshape(B, 3, D))
     torch.testing.assert_close(attn(x, ctx), expected, **TOL)
     from zoo.core import LayerCache
+
     cache = LayerCache()
     attn(x[:, :1], ctx, cache=cache)
     torch.testing.assert_close(attn(x[:, 1:], None, cache=cache), expected[:, 1:], **TOL)
@@ -315,17 +335,21 @@ def test_rope_and_alibi_attention_match_reference(impl, causal):
     keep = torch.ones(B, T, dtype=torch.long)
     keep[1, -2:] = 0
     from zoo.core import build_attention_mask
+
     mask = build_attention_mask(keep, T, T, causal=causal)
     rope = MultiHeadAttention(D, H, positions="rope", rope_base=100.0, impl=impl).eval()
-    torch.testing.assert_close(rope(x, mask=mask),
-                               reference_self_attention(rope, x, causal=causal, key_keep=keep, rope_base=100.0),
-                               **TOL)
+    torch.testing.assert_close(
+        rope(x, mask=mask), reference_self_attention(rope, x, causal=causal, key_keep=keep, rope_base=100.0), **TOL
+    )
     alibi = MultiHeadAttention(D, H, positions="alibi", impl=impl).eval()
-    torch.testing.assert_close(alibi(x, mask=mask),
-                               reference_self_attention(alibi, x, causal=causal, key_keep=keep,
-                                                        slopes=press_slopes(H)), **TOL)
-    torch.testing.assert_close(alibi(x, is_causal=True),
-                               reference_self_attention(alibi, x, causal=True, slopes=press_slopes(H)), **TOL)
+    torch.testing.assert_close(
+        alibi(x, mask=mask),
+        reference_self_attention(alibi, x, causal=causal, key_keep=keep, slopes=press_slopes(H)),
+        **TOL,
+    )
+    torch.testing.assert_close(
+        alibi(x, is_causal=True), reference_self_attention(alibi, x, causal=True, slopes=press_slopes(H)), **TOL
+    )
 
 
 def test_sinusoid_base_and_unbounded_table():
@@ -385,17 +409,16 @@ def test_blocked_window_matches_dense_band_reference(causal, window):
     keep = torch.ones(B, 20, dtype=torch.bool)
     keep[0, -5:] = False
     for key_keep, mask in ((None, None), (keep, keep[:, None, None, :])):
-        out, _, _ = windowed_attention(q, k, v, _dot, window=window, causal=causal, q_start=0, mask=mask,
-                                       block_size=4)
+        out, _, _ = windowed_attention(q, k, v, _dot, window=window, causal=causal, q_start=0, mask=mask, block_size=4)
         torch.testing.assert_close(out, _dense_reference(q, k, v, window, causal, 0, key_keep), **TOL)
     if causal:  # the last 3 queries after a prefix of 17 keys
-        out, _, _ = windowed_attention(q[:, :, 17:], k, v, _dot, window=window, causal=True, q_start=17,
-                                       block_size=2)
+        out, _, _ = windowed_attention(q[:, :, 17:], k, v, _dot, window=window, causal=True, q_start=17, block_size=2)
         torch.testing.assert_close(out, _dense_reference(q, k, v, window, True, 0)[:, :, 17:], **TOL)
     if window == 40:
         full = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        torch.testing.assert_close(windowed_attention(q, k, v, _dot, window=window, causal=causal, q_start=0,
-                                                      block_size=4)[0], full, **TOL)
+        torch.testing.assert_close(
+            windowed_attention(q, k, v, _dot, window=window, causal=causal, q_start=0, block_size=4)[0], full, **TOL
+        )
 
 
 def test_window_hides_keys_beyond_it_exactly():
@@ -440,7 +463,7 @@ def test_window_at_least_the_length_equals_full_attention_in_models():
     torch.testing.assert_close(windowed(ids, attention_mask=keep), full(ids, attention_mask=keep), **TOL)
     cache = KVCache(2)
     steps = [windowed(ids[:, :5], attention_mask=keep[:, :5], cache=cache)]
-    steps += [windowed(ids[:, i:i + 1], attention_mask=keep[:, :i + 1], cache=cache) for i in range(5, 12)]
+    steps += [windowed(ids[:, i : i + 1], attention_mask=keep[:, : i + 1], cache=cache) for i in range(5, 12)]
     torch.testing.assert_close(torch.cat(steps, 1), full(ids, attention_mask=keep), **TOL)
     torch.manual_seed(13)
     bert_full = BERT.from_preset("bert-tiny", vocab_size=VOCAB).eval()
@@ -448,8 +471,9 @@ def test_window_at_least_the_length_equals_full_attention_in_models():
     bert_win.load_state_dict(bert_full.state_dict())
     pad = torch.ones(B, 12, dtype=torch.long)
     pad[1, -3:] = 0
-    torch.testing.assert_close(bert_win(ids, attention_mask=pad).hidden, bert_full(ids, attention_mask=pad).hidden,
-                               **TOL)
+    torch.testing.assert_close(
+        bert_win(ids, attention_mask=pad).hidden, bert_full(ids, attention_mask=pad).hidden, **TOL
+    )
 
 
 @torch.no_grad()
@@ -467,15 +491,23 @@ def test_windowed_gpt_with_padding_matches_the_unpadded_rows():
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("switch", [dict(positions="rope"), dict(positions="alibi"), dict(attn_score="additive"),
-                                    dict(attn_window=3), dict(positions="alibi", attn_window=5),
-                                    dict(qk_proj="shared", positions="rope")])
+@pytest.mark.parametrize(
+    "switch",
+    [
+        dict(positions="rope"),
+        dict(positions="alibi"),
+        dict(attn_score="additive"),
+        dict(attn_window=3),
+        dict(positions="alibi", attn_window=5),
+        dict(qk_proj="shared", positions="rope"),
+    ],
+)
 def test_cached_decoding_equals_full_forward(switch):
     """Prefix then one token at a time (past the window where there is one) equals one full forward."""
     model = gpt(seed=15, **switch)
     ids = torch.randint(0, VOCAB, (B, 14))
     cache = KVCache(2)
-    steps = [model(ids[:, :4], cache=cache)] + [model(ids[:, i:i + 1], cache=cache) for i in range(4, 14)]
+    steps = [model(ids[:, :4], cache=cache)] + [model(ids[:, i : i + 1], cache=cache) for i in range(4, 14)]
     torch.testing.assert_close(torch.cat(steps, 1), model(ids), atol=1e-5, rtol=1e-5)
 
 
@@ -520,18 +552,23 @@ def test_transformer_relative_positions_translate_past_max_len(positions):
     full = model.decode(tgt, memory)
     assert torch.isfinite(full).all()
     cache = KVCache(2)
-    steps = [model.decode(tgt[:, i:i + 1], memory, cache=cache) for i in range(40)]
+    steps = [model.decode(tgt[:, i : i + 1], memory, cache=cache) for i in range(40)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
     assert model.generate(src, max_new_tokens=30).shape[0] == B
 
 
 def test_learned_positions_beyond_their_table_fail_in_one_line():
-    for model, run in ((gpt(), lambda m: m(torch.zeros(1, 17, dtype=torch.long))),
-                       (BERT.from_preset("bert-tiny", vocab_size=VOCAB, max_position_embeddings=16),
-                        lambda m: m(torch.zeros(1, 17, dtype=torch.long))),
-                       (Transformer.from_preset("transformer-tiny", src_vocab_size=VOCAB, max_len=16,
-                                                positions="learned"),
-                        lambda m: m.encode(torch.ones(1, 17, dtype=torch.long)))):
+    for model, run in (
+        (gpt(), lambda m: m(torch.zeros(1, 17, dtype=torch.long))),
+        (
+            BERT.from_preset("bert-tiny", vocab_size=VOCAB, max_position_embeddings=16),
+            lambda m: m(torch.zeros(1, 17, dtype=torch.long)),
+        ),
+        (
+            Transformer.from_preset("transformer-tiny", src_vocab_size=VOCAB, max_len=16, positions="learned"),
+            lambda m: m.encode(torch.ones(1, 17, dtype=torch.long)),
+        ),
+    ):
         with pytest.raises(ValueError, match="maximum context of 16") as err:
             run(model)
         assert "\n" not in str(err.value)
@@ -557,10 +594,15 @@ def test_record_weights_keeps_logits_and_their_softmax(switch):
 
 
 BAD = [
-    ("attn_scale", "sqrt", "attn_scale"), ("attn_scale", -1.0, "attn_scale"), ("attn_scale", True, "attn_scale"),
-    ("attn_score", "multiplicative", "attn_score"), ("qk_proj", "tied", "qk_proj"),
-    ("attn_window", 0, "attn_window"), ("attn_window", 2.5, "attn_window"),
-    ("positions", "relative", "positions"), ("position_merge", "mul", "position_merge"),
+    ("attn_scale", "sqrt", "attn_scale"),
+    ("attn_scale", -1.0, "attn_scale"),
+    ("attn_scale", True, "attn_scale"),
+    ("attn_score", "multiplicative", "attn_score"),
+    ("qk_proj", "tied", "qk_proj"),
+    ("attn_window", 0, "attn_window"),
+    ("attn_window", 2.5, "attn_window"),
+    ("positions", "relative", "positions"),
+    ("position_merge", "mul", "position_merge"),
     ("sinusoid_base", 0, "sinusoid_base"),
 ]
 
@@ -592,7 +634,8 @@ def test_nondefault_switches_lists_what_differs_from_the_reference():
     assert gpt().nondefault_switches() == {}
     assert gpt(positions="rope", attn_window=8).nondefault_switches() == {"positions": "rope", "attn_window": 8}
     assert Transformer.from_preset("transformer-tiny", positions="learned").nondefault_switches() == {
-        "positions": "learned"}
+        "positions": "learned"
+    }
     assert ViT.from_preset("vit-nano/4", qk_proj="none").nondefault_switches() == {"qk_proj": "none"}
 
 
@@ -608,15 +651,19 @@ def test_vit_switches_keep_the_class_token_shortcut_exact():
     assert maps[0].shape == (B, 4, 65, 65) and (maps[0][:, :, 10, 14:] == 0).all()
 
 
-@pytest.mark.parametrize("positions, merge, scaled", [("sinusoidal", "add", True), ("sinusoidal", "concat", False),
-                                                      ("learned", "add", False), ("rope", "add", False)])
+@pytest.mark.parametrize(
+    "positions, merge, scaled",
+    [("sinusoidal", "add", True), ("sinusoidal", "concat", False), ("learned", "add", False), ("rope", "add", False)],
+)
 def test_added_sinusoids_scale_the_token_vectors_by_sqrt_d(positions, merge, scaled):
     """Unit-amplitude sinusoids added to std-0.02 token vectors drown them; the models scale the tokens by
     sqrt(d_model) then, as the 2017 paper does, and only then."""
     from zoo.models import BERT, GPT
 
     ids = torch.tensor([[1, 5, 7]])
-    for model, d in ((GPT.from_preset("gpt-nano", vocab_size=11, positions=positions, position_merge=merge), 64),
-                     (BERT.from_preset("bert-tiny", vocab_size=11, positions=positions, position_merge=merge), 128)):
+    for model, d in (
+        (GPT.from_preset("gpt-nano", vocab_size=11, positions=positions, position_merge=merge), 64),
+        (BERT.from_preset("bert-tiny", vocab_size=11, positions=positions, position_merge=merge), 128),
+    ):
         expected = model.tok_emb.weight[ids] * (math.sqrt(d) if scaled else 1.0)
         torch.testing.assert_close(model.tok_emb(ids), expected, rtol=0, atol=0)

@@ -79,7 +79,9 @@ def test_wikitext_articles_split_at_titles(wiki_text):
 def test_blank_lines_separate_documents():
     text = "First doc. It has two sentences.\nAnd a second line!\n\n\nSecond doc? Yes.\n"
     assert read_documents(text, "blank_lines") == [
-        ["First doc.", "It has two sentences.", "And a second line!"], ["Second doc?", "Yes."]]
+        ["First doc.", "It has two sentences.", "And a second line!"],
+        ["Second doc?", "Yes."],
+    ]
     assert split_sentences("Dr. smith went home. Then 3 cats came .") == ["Dr. smith went home.", "Then 3 cats came ."]
 
 
@@ -104,7 +106,7 @@ def test_nsp_pairs_follow_the_recipe():
     assert len(pairs) > 600
     assert 0.42 < sum(labels) / len(labels) < 0.62  # about half (a one-sentence chunk always takes a random B)
     for p in pairs:
-        assert 1 <= len(p.tokens_a) and 1 <= len(p.tokens_b) and len(p.tokens_a) + len(p.tokens_b) + 3 <= 48
+        assert len(p.tokens_a) >= 1 and len(p.tokens_b) >= 1 and len(p.tokens_a) + len(p.tokens_b) + 3 <= 48
         assert {t // 10000 for t in p.tokens_a} == {p.document_a}
         assert {t // 10000 for t in p.tokens_b} == {p.document_b}
         if p.is_random_next:
@@ -133,8 +135,9 @@ def test_masking_proportions_and_labels():
     ids[::2, 50:] = 0  # padding in half the rows
     ids[1::7, 10] = 1  # some [UNK]
     maskable = ~torch.isin(ids, torch.tensor(SPECIAL))
-    inputs, labels = mask_tokens(ids, maskable, mask_id=4, replacement_ids=replacement,
-                                 generator=torch.Generator().manual_seed(1))
+    inputs, labels = mask_tokens(
+        ids, maskable, mask_id=4, replacement_ids=replacement, generator=torch.Generator().manual_seed(1)
+    )
     chosen = labels != -100
     assert not chosen[~maskable].any()
     assert torch.equal(labels[chosen], ids[chosen])
@@ -165,10 +168,19 @@ def test_every_row_gets_at_least_one_masked_token():
 
 @pytest.fixture(scope="module")
 def pretraining_data(data_dir, cache_dir):
-    dm = BertPretrainingDataModule(train_files=["wikitext2/wiki.valid.raw"], val_files=["wikitext2/wiki.test.raw"],
-                                   dataset="wikitext2", document_format="wikitext", vocab_size=3000, block_size=64,
-                                   batch_size=16, dupe_factor=1, max_documents=20, data_dir=str(data_dir),
-                                   cache_dir=str(cache_dir))
+    dm = BertPretrainingDataModule(
+        train_files=["wikitext2/wiki.valid.raw"],
+        val_files=["wikitext2/wiki.test.raw"],
+        dataset="wikitext2",
+        document_format="wikitext",
+        vocab_size=3000,
+        block_size=64,
+        batch_size=16,
+        dupe_factor=1,
+        max_documents=20,
+        data_dir=str(data_dir),
+        cache_dir=str(cache_dir),
+    )
     dm.setup("fit")
     return dm
 
@@ -206,9 +218,16 @@ def test_training_masks_are_redrawn_and_validation_masks_fixed(pretraining_data)
 def test_wordpiece_is_cached_beside_the_data(pretraining_data, data_dir, cache_dir):
     cached = list(cache_dir.glob("wikitext2-wordpiece3000-*/tokenizer.json"))
     assert len(cached) == 1
-    again = BertPretrainingDataModule(train_files=["wikitext2/wiki.valid.raw"], val_files=["wikitext2/wiki.test.raw"],
-                                      dataset="wikitext2", document_format="wikitext", vocab_size=3000,
-                                      max_documents=20, data_dir=str(data_dir), cache_dir=str(cache_dir))
+    again = BertPretrainingDataModule(
+        train_files=["wikitext2/wiki.valid.raw"],
+        val_files=["wikitext2/wiki.test.raw"],
+        dataset="wikitext2",
+        document_format="wikitext",
+        vocab_size=3000,
+        max_documents=20,
+        data_dir=str(data_dir),
+        cache_dir=str(cache_dir),
+    )
     assert again.tokenizer.to_json() == pretraining_data.tokenizer.to_json()
 
 
@@ -223,8 +242,15 @@ def test_missing_corpus_names_the_path(tmp_path):
 
 
 def test_sst2_datamodule(data_dir, cache_dir):
-    dm = GlueDataModule(max_train_rows=2000, batch_size=8, block_size=32, vocab_size=1000, pad_to="longest",
-                        data_dir=str(data_dir), cache_dir=str(cache_dir))
+    dm = GlueDataModule(
+        max_train_rows=2000,
+        batch_size=8,
+        block_size=32,
+        vocab_size=1000,
+        pad_to="longest",
+        data_dir=str(data_dir),
+        cache_dir=str(cache_dir),
+    )
     assert dm.model_fields == {"vocab_size": 1000, "pad_token_id": 0, "num_labels": 2}
     dm.setup("fit")
     assert len(dm._datasets["train"]) == 2000 and len(dm._datasets["val"]) == 872
@@ -237,11 +263,19 @@ def test_sst2_datamodule(data_dir, cache_dir):
 
 
 def test_sentence_pair_tsv(tmp_path, cache_dir):
-    rows = ["sentence1\tsentence2\tlabel"] + [f"the cat sat {i}\ta dog ran far away {i}\t{'yes' if i % 2 else 'no'}"
-                                             for i in range(30)]
+    rows = ["sentence1\tsentence2\tlabel"] + [
+        f"the cat sat {i}\ta dog ran far away {i}\t{'yes' if i % 2 else 'no'}" for i in range(30)
+    ]
     (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n")
-    dm = GlueDataModule(train_file=str(tmp_path / "train.tsv"), val_file=str(tmp_path / "train.tsv"), dataset=None,
-                        vocab_size=60, block_size=10, batch_size=4, cache_dir=str(cache_dir))
+    dm = GlueDataModule(
+        train_file=str(tmp_path / "train.tsv"),
+        val_file=str(tmp_path / "train.tsv"),
+        dataset=None,
+        vocab_size=60,
+        block_size=10,
+        batch_size=4,
+        cache_dir=str(cache_dir),
+    )
     assert dm.model_fields["num_labels"] == 2 and dm.label_names == ["no", "yes"]
     dm.setup("fit")
     item = dm._datasets["val"][1]
@@ -252,11 +286,14 @@ def test_sentence_pair_tsv(tmp_path, cache_dir):
     assert item["input_ids"][-1] == tok.sep_id
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ("it 's good\t1\nbad\t0\n", "no header with a text column"),
-    ("sentence\tscore\ngood\t1\n", "no label column 'label'"),
-    ("sentence\tlabel\ngood\t1\textra\n", "line 2: 3 tab-separated fields"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("it 's good\t1\nbad\t0\n", "no header with a text column"),
+        ("sentence\tscore\ngood\t1\n", "no label column 'label'"),
+        ("sentence\tlabel\ngood\t1\textra\n", "line 2: 3 tab-separated fields"),
+    ],
+)
 def test_bad_tsv_is_named(tmp_path, content, fragment):
     path = tmp_path / "bad.tsv"
     path.write_text(content)

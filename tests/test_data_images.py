@@ -62,8 +62,9 @@ def test_mnist_labels_are_the_known_first_digits(mnist_dir):
 
 @pytest.mark.full_data  # the default split takes 8000/1000/1000 of the 10k test images
 def test_mixup_cutmix_give_soft_targets(mnist_dir):
-    dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(mnist_dir), batch_size=32, mixup_alpha=0.8,
-                                       cutmix_alpha=1.0, randaugment=True)
+    dm = ImageClassificationDataModule(
+        dataset="mnist", data_dir=str(mnist_dir), batch_size=32, mixup_alpha=0.8, cutmix_alpha=1.0, randaugment=True
+    )
     dm.setup("fit")
     x, y = next(iter(dm.train_dataloader()))
     assert x.shape == (32, 1, 28, 28) and y.shape == (32, 10)
@@ -117,8 +118,9 @@ def make_tree(root: Path, classes=("cat", "dog"), per_class: int = 6, size=(40, 
 
 def test_image_folder_split_and_resize(tmp_path):
     root = make_tree(tmp_path / "pets")
-    dm = ImageClassificationDataModule(dataset=None, image_folder=str(root), image_size=16, batch_size=4,
-                                       split_sizes=[0.5, 0.25, 0.25])
+    dm = ImageClassificationDataModule(
+        dataset=None, image_folder=str(root), image_size=16, batch_size=4, split_sizes=[0.5, 0.25, 0.25]
+    )
     assert dm.model_fields == {"num_classes": 2, "image_size": 16, "in_channels": 3}
     assert dm.class_names == ["cat", "dog"]
     dm.setup("fit")
@@ -132,13 +134,15 @@ def test_image_folder_split_and_resize(tmp_path):
 def test_image_folder_with_train_val_folders(tmp_path):
     make_tree(tmp_path / "train")
     make_tree(tmp_path / "val", per_class=2)
-    dm = ImageClassificationDataModule(dataset=None, image_folder=str(tmp_path), image_size=8, batch_size=2,
-                                       split_sizes=None)
+    dm = ImageClassificationDataModule(
+        dataset=None, image_folder=str(tmp_path), image_size=8, batch_size=2, split_sizes=None
+    )
     with pytest.raises(ValueError, match="test split"):
         dm.setup("fit")
     make_tree(tmp_path / "test", per_class=1)
-    dm = ImageClassificationDataModule(dataset=None, image_folder=str(tmp_path), image_size=8, batch_size=2,
-                                       split_sizes=None, grayscale=True)
+    dm = ImageClassificationDataModule(
+        dataset=None, image_folder=str(tmp_path), image_size=8, batch_size=2, split_sizes=None, grayscale=True
+    )
     dm.setup("fit")
     assert [len(dm._splits[s]) for s in ("train", "val", "test")] == [12, 4, 2]
     assert next(iter(dm.test_dataloader()))[0].shape == (2, 1, 8, 8)
@@ -149,7 +153,7 @@ def test_image_folder_empty_class_folder_is_named(tmp_path):
     (root / "bird").mkdir()
     (root / "bird" / "notes.txt").write_text("no images here")
     with pytest.raises(ValueError, match=r"bird.*hold no images"):
-        ImageClassificationDataModule(dataset=None, image_folder=str(root)).model_fields
+        _ = ImageClassificationDataModule(dataset=None, image_folder=str(root)).model_fields
 
 
 def test_image_folder_missing_is_named(tmp_path):
@@ -160,8 +164,9 @@ def test_image_folder_missing_is_named(tmp_path):
 def test_corrupt_image_file_is_named(tmp_path):
     root = make_tree(tmp_path / "pets", per_class=2)
     (root / "dog" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n this is not really a png")
-    dm = ImageClassificationDataModule(dataset=None, image_folder=str(root), image_size=8, batch_size=1,
-                                       split_sizes=[3, 1, 1])
+    dm = ImageClassificationDataModule(
+        dataset=None, image_folder=str(root), image_size=8, batch_size=1, split_sizes=[3, 1, 1]
+    )
     dm.setup("fit")
     with pytest.raises(ValueError, match=r"cannot read image .*broken\.png"):
         for loader in (dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader()):

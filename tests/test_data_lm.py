@@ -65,7 +65,9 @@ def test_bpe_tokenizer_trains_caches_and_round_trips(data_dir, cache_dir):
     assert dm.vocab_size == 512
     meta = next(cache_dir.glob("tinyshakespeare-bpe-*/meta.json"))
     stamp = meta.stat().st_mtime_ns
-    again = LanguageModelDataModule(tokenizer="bpe", bpe_vocab_size=512, data_dir=str(data_dir), cache_dir=str(cache_dir))
+    again = LanguageModelDataModule(
+        tokenizer="bpe", bpe_vocab_size=512, data_dir=str(data_dir), cache_dir=str(cache_dir)
+    )
     assert again.tokenizer.to_json() == dm.tokenizer.to_json()
     assert meta.stat().st_mtime_ns == stamp  # reused, not rebuilt
     text = "ROMEO:\nWhat light through yonder — café ☃ breaks?"
@@ -101,8 +103,15 @@ def test_user_text_files_with_separate_validation(tmp_path, cache_dir):
     val = tmp_path / "val.txt"
     train.write_text("the quick brown fox jumps over the lazy dog\n" * 50)
     val.write_text("a lazy dog sleeps\n" * 20)
-    dm = LanguageModelDataModule(dataset=None, text_files=[str(train)], val_files=[str(val)], tokenizer="char",
-                                 block_size=16, batch_size=4, cache_dir=str(cache_dir))
+    dm = LanguageModelDataModule(
+        dataset=None,
+        text_files=[str(train)],
+        val_files=[str(val)],
+        tokenizer="char",
+        block_size=16,
+        batch_size=4,
+        cache_dir=str(cache_dir),
+    )
     dm.setup("fit")
     assert dm.tokenizer.decode(dm._splits["val"][:18].tolist()) == "a lazy dog sleeps\n"
     assert len(dm._splits["train"]) == len(train.read_text())

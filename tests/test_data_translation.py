@@ -35,8 +35,9 @@ def fake_multi30k(root: Path, de: list[str], en: list[str]) -> Path:
 @pytest.fixture(scope="module")
 def multi30k(data_dir, tmp_path_factory) -> TranslationDataModule:
     """The real Multi30k, de->en, with a small joint BPE (fast to train) in a private cache."""
-    dm = TranslationDataModule(vocab_size=2000, max_tokens=1024, data_dir=str(data_dir),
-                               cache_dir=str(tmp_path_factory.mktemp("mt-cache")))
+    dm = TranslationDataModule(
+        vocab_size=2000, max_tokens=1024, data_dir=str(data_dir), cache_dir=str(tmp_path_factory.mktemp("mt-cache"))
+    )
     dm.setup("fit")
     return dm
 
@@ -68,8 +69,14 @@ def test_tokenizer_special_ids_and_json_round_trip(multi30k):
 
 
 def test_separate_vocabularies():
-    tok = TranslationTokenizer.train(["ein Hund läuft", "zwei Katzen"] * 50, ["a dog runs", "two cats"] * 50,
-                                     vocab_size=60, joint=False, source_lang="de", target_lang="en")
+    tok = TranslationTokenizer.train(
+        ["ein Hund läuft", "zwei Katzen"] * 50,
+        ["a dog runs", "two cats"] * 50,
+        vocab_size=60,
+        joint=False,
+        source_lang="de",
+        target_lang="en",
+    )
     assert not tok.joint and tok.source is not tok.target
     assert tok.source.token_to_id("ä") is not None and tok.target.token_to_id("ä") is None
     assert tok.decode(tok.encode_target("two cats")) == "two cats"
@@ -145,14 +152,26 @@ def test_val_batches_carry_the_raw_references(multi30k, data_dir):
 
 
 def test_model_fields_and_task_inputs(multi30k):
-    assert multi30k.model_fields == dict(src_vocab_size=2000, tgt_vocab_size=2000, pad_token_id=PAD_ID,
-                                         bos_token_id=BOS_ID, eos_token_id=EOS_ID, max_len=256)
+    assert multi30k.model_fields == dict(
+        src_vocab_size=2000,
+        tgt_vocab_size=2000,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        max_len=256,
+    )
     assert multi30k.task_inputs["tokenizer"] is multi30k.tokenizer
 
 
 def test_english_to_german_by_config(data_dir, tmp_path):
-    dm = TranslationDataModule(source_lang="en", target_lang="de", vocab_size=2000, max_tokens=512,
-                               data_dir=str(data_dir), cache_dir=str(tmp_path))
+    dm = TranslationDataModule(
+        source_lang="en",
+        target_lang="de",
+        vocab_size=2000,
+        max_tokens=512,
+        data_dir=str(data_dir),
+        cache_dir=str(tmp_path),
+    )
     dm.setup("fit")
     b = next(iter(dm.val_dataloader()))
     assert dm.tokenizer.decode(b["labels"][0].tolist()) == b["ref_text"][0]
@@ -184,11 +203,12 @@ def test_global_token_budget_is_split_over_devices(multi30k):
 def test_long_pairs_dropped_from_training_truncated_in_evaluation(tmp_path):
     short, long_de, long_en = "ein Hund", " ".join(["Hund"] * 30), " ".join(["dog"] * 30)
     root = fake_multi30k(tmp_path / "data", [short, long_de] * 40, ["a dog", long_en] * 40)
-    dm = TranslationDataModule(vocab_size=64, max_tokens=4096, max_length=10, data_dir=str(root),
-                               cache_dir=str(tmp_path / "cache"))
+    dm = TranslationDataModule(
+        vocab_size=64, max_tokens=4096, max_length=10, data_dir=str(root), cache_dir=str(tmp_path / "cache")
+    )
     dm.setup("fit")
     with pytest.warns(UserWarning, match="dropped 40 pairs longer than max_length=10"):
-        train = [b for b in dm.train_dataloader()]
+        train = list(dm.train_dataloader())
     assert sum(b["src"].shape[0] for b in train) == 40 and max(b["src"].shape[1] for b in train) <= 10
     with pytest.warns(UserWarning, match="truncated 40 pairs"):
         val = list(dm.val_dataloader())

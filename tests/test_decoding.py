@@ -15,8 +15,19 @@ VOCAB, PAD, BOS, EOS = 41, 0, 1, 2
 
 def tiny(seed: int = 0, **overrides) -> Transformer:
     torch.manual_seed(seed)
-    config = dict(src_vocab_size=VOCAB, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=2, n_decoder_layers=2,
-                  dropout=0.0, max_len=48) | overrides
+    config = (
+        dict(
+            src_vocab_size=VOCAB,
+            d_model=32,
+            n_heads=4,
+            d_ff=64,
+            n_encoder_layers=2,
+            n_decoder_layers=2,
+            dropout=0.0,
+            max_len=48,
+        )
+        | overrides
+    )
     return Transformer(TransformerConfig(**config)).eval()
 
 
@@ -76,8 +87,16 @@ def test_beam_search_finds_the_better_hypothesis_greedy_misses():
 def test_length_penalty_prefers_longer_hypotheses():
     """With alpha 0 the short hypothesis (p 0.4) wins; a strong length penalty favours a longer one (p 0.315)."""
     table = {(): {EOS: 0.4, 3: 0.35, 4: 0.25}, (3,): {5: 0.9, EOS: 0.1}, (4,): {5: 0.9, EOS: 0.1}}
-    run = lambda alpha: beam_search(scripted(table, vocab=6), 5, batch_size=1, beam_size=2, eos_token_id=EOS,  # noqa: E731
-                                    pad_token_id=PAD, device="cpu", length_penalty=alpha)
+    run = lambda alpha: beam_search(
+        scripted(table, vocab=6),
+        5,
+        batch_size=1,
+        beam_size=2,
+        eos_token_id=EOS,  # noqa: E731
+        pad_token_id=PAD,
+        device="cpu",
+        length_penalty=alpha,
+    )
     assert run(0.0).tolist() == [[EOS]]
     assert run(2.0).tolist() == [[3, 5, EOS]]
     assert length_penalty_factor(3, 0.6) == pytest.approx((8 / 6) ** 0.6) and length_penalty_factor(7, 0.0) == 1
@@ -87,11 +106,21 @@ def test_beam_search_reorders_the_callers_state():
     """`reorder` receives, per step, the row each surviving beam continues; replaying it on the rows' histories
     reproduces the returned hypothesis."""
     history = torch.arange(4)[:, None]  # 2 inputs x beam 2: row i's own history starts as [i]
+
     def reorder(index):
         nonlocal history
         history = history.index_select(0, index)
-    out = beam_search(scripted(GARDEN_PATH), 3, batch_size=2, beam_size=2, eos_token_id=EOS, pad_token_id=PAD,
-                      device="cpu", reorder=reorder)
+
+    out = beam_search(
+        scripted(GARDEN_PATH),
+        3,
+        batch_size=2,
+        beam_size=2,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        device="cpu",
+        reorder=reorder,
+    )
     assert out.tolist() == [[4, EOS], [4, EOS]]
     assert set(history[:2, 0].tolist()) <= {0, 1} and set(history[2:, 0].tolist()) <= {2, 3}  # never crosses inputs
 
@@ -100,8 +129,16 @@ def test_beam_search_rejects_bad_arguments():
     with pytest.raises(ValueError, match="beam_size must be >= 1"):
         beam_search(scripted({}), 3, batch_size=1, beam_size=0, eos_token_id=EOS, pad_token_id=PAD, device="cpu")
     with pytest.raises(ValueError, match="length_penalty must be >= 0"):
-        beam_search(scripted({}), 3, batch_size=1, beam_size=2, eos_token_id=EOS, pad_token_id=PAD, device="cpu",
-                    length_penalty=-1)
+        beam_search(
+            scripted({}),
+            3,
+            batch_size=1,
+            beam_size=2,
+            eos_token_id=EOS,
+            pad_token_id=PAD,
+            device="cpu",
+            length_penalty=-1,
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -126,12 +163,15 @@ def test_beam_size_one_equals_greedy(use_cache):
     assert torch.equal(greedy, beam)
     # The shared core's beam search with K=1 (rather than the greedy shortcut) gives the same tokens.
     memory = model.encode(src)
+
     def step(generated):
         tgt = torch.cat([torch.full((3, 1), BOS), generated], dim=1)
         return model.decode(tgt, memory)[:, -1]
-    core = beam_search(step, 12, batch_size=3, beam_size=1, eos_token_id=model.config.eos_token_id,
-                       pad_token_id=PAD, device="cpu")
-    assert torch.equal(core, greedy[:, : core.shape[1]]) and not greedy[:, core.shape[1]:].any()
+
+    core = beam_search(
+        step, 12, batch_size=3, beam_size=1, eos_token_id=model.config.eos_token_id, pad_token_id=PAD, device="cpu"
+    )
+    assert torch.equal(core, greedy[:, : core.shape[1]]) and not greedy[:, core.shape[1] :].any()
 
 
 def test_greedy_follows_argmax_and_stops_at_eos():
@@ -172,7 +212,7 @@ def test_batch_equals_each_sentence_alone(beam_size):
     for i in range(3):
         assert trim(out[i]) == trim(alone[i][0])
     assert trim(out[1])[-1] == model.config.eos_token_id  # b ends early, padded after its EOS
-    assert out[1, len(trim(out[1])):].eq(PAD).all()
+    assert out[1, len(trim(out[1])) :].eq(PAD).all()
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])

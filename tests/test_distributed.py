@@ -15,8 +15,16 @@ from conftest import ROOT, run_script
 
 pytestmark = pytest.mark.slow
 
-RUN = ["trainer.max_steps=10", "trainer.val_check_interval=10", "trainer.limit_val_batches=4", "test=false",
-       "trainer.deterministic=true", "model.num_samples=0", "callbacks.progress_bar=null", "seed=3"]
+RUN = [
+    "trainer.max_steps=10",
+    "trainer.val_check_interval=10",
+    "trainer.limit_val_batches=4",
+    "test=false",
+    "trainer.deterministic=true",
+    "model.num_samples=0",
+    "callbacks.progress_bar=null",
+    "seed=3",
+]
 
 
 def test_two_process_ddp_matches_one_process(tmp_path):
@@ -42,14 +50,38 @@ def test_simulated_two_node_torchrun_job(tmp_path):
     port, run_dir = _free_port(), tmp_path / "multinode"
     nodes = []
     for node_rank in (0, 1):
-        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-                   f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
-                   str(ROOT / "train.py"), "trainer=multinode", "trainer.accelerator=cpu", "trainer.devices=1",
-                   "trainer.precision=32-true", "trainer.max_steps=4", "trainer.val_check_interval=2",
-                   "trainer.limit_val_batches=1", "test=false", "model.num_samples=0", "callbacks.progress_bar=null",
-                   f"hydra.run.dir={run_dir}"]
-        nodes.append(subprocess.Popen(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--nproc-per-node=1",
+            f"--node-rank={node_rank}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={port}",
+            str(ROOT / "train.py"),
+            "trainer=multinode",
+            "trainer.accelerator=cpu",
+            "trainer.devices=1",
+            "trainer.precision=32-true",
+            "trainer.max_steps=4",
+            "trainer.val_check_interval=2",
+            "trainer.limit_val_batches=1",
+            "test=false",
+            "model.num_samples=0",
+            "callbacks.progress_bar=null",
+            f"hydra.run.dir={run_dir}",
+        ]
+        nodes.append(
+            subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outputs = [node.communicate(timeout=300) for node in nodes]
     for node, (_, err) in zip(nodes, outputs):
         assert node.returncode == 0, err[-3000:]

@@ -127,19 +127,26 @@ def test_datamodule_downloads_mnist_from_the_mirror(tmp_path, data_dir, online, 
     fetched into an empty data folder by the DataModule, and read as the originals are."""
     server = Server(data_dir / "mnist")
     try:
-        files = [DatasetFile(f.relpath, f"{server.url}/{Path(f.relpath).name}",
-                             hashlib.sha256((data_dir / f.relpath).read_bytes()).hexdigest())
-                 for f in DATASETS["mnist"]]
+        files = [
+            DatasetFile(
+                f.relpath,
+                f"{server.url}/{Path(f.relpath).name}",
+                hashlib.sha256((data_dir / f.relpath).read_bytes()).hexdigest(),
+            )
+            for f in DATASETS["mnist"]
+        ]
         monkeypatch.setitem(DATASETS, "mnist", files)
         fresh = tmp_path / "fresh"
-        dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(fresh), split_sizes=[0.5, 0.25, 0.25],
-                                           batch_size=8, download="auto")
+        dm = ImageClassificationDataModule(
+            dataset="mnist", data_dir=str(fresh), split_sizes=[0.5, 0.25, 0.25], batch_size=8, download="auto"
+        )
         dm.setup("fit")
         assert sorted(server.requests) == sorted(f"/{Path(f.relpath).name}" for f in files)
         for f in files:
             assert (fresh / f.relpath).read_bytes() == (data_dir / f.relpath).read_bytes()
-        local = ImageClassificationDataModule(dataset="mnist", data_dir=str(data_dir), split_sizes=[0.5, 0.25, 0.25],
-                                              batch_size=8)
+        local = ImageClassificationDataModule(
+            dataset="mnist", data_dir=str(data_dir), split_sizes=[0.5, 0.25, 0.25], batch_size=8
+        )
         local.setup("fit")
         assert dm._splits["val"].indices == local._splits["val"].indices
         x, _ = next(iter(dm.val_dataloader()))

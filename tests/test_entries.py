@@ -21,8 +21,9 @@ pytestmark = pytest.mark.slow
 def trained(tmp_path_factory, data_dir):
     """The issue's short run of nanoGPT's recipe: 20 steps, then validation and test."""
     run_dir = tmp_path_factory.mktemp("run")
-    result = run_script("train.py", "experiment=gpt_shakespeare_char", "trainer.max_steps=20",
-                        f"hydra.run.dir={run_dir}")
+    result = run_script(
+        "train.py", "experiment=gpt_shakespeare_char", "trainer.max_steps=20", f"hydra.run.dir={run_dir}"
+    )
     assert_ok(result)
     return run_dir
 
@@ -30,7 +31,7 @@ def trained(tmp_path_factory, data_dir):
 def test_experiment_run_writes_config_metrics_and_checkpoint(trained):
     assert (trained / "config_resolved.yaml").is_file()
     assert "${" not in (trained / "config_resolved.yaml").read_text()  # fully resolved
-    rows = list(csv.DictReader(open(trained / "csv" / "metrics.csv")))
+    rows = list(csv.DictReader(Path(trained / "csv" / "metrics.csv").read_text().splitlines()))
     losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
     assert len(losses) == 2 and losses[-1] < losses[0] < 4.5  # logged every 10 steps, and learning
     assert any(r.get("val/loss") for r in rows) and any(r.get("test/loss") for r in rows)
@@ -63,8 +64,9 @@ def test_generate_is_seeded_and_continues_the_prompt(trained):
 
 def test_generate_rejects_bad_prompts(trained):
     ckpt = str(trained / "checkpoints" / "last.ckpt")
-    assert_one_line_error(run_script("generate.py", ckpt, "--prompt", "caf\u00e9 \u20ac"),
-                          "not in the character vocabulary")
+    assert_one_line_error(
+        run_script("generate.py", ckpt, "--prompt", "caf\u00e9 \u20ac"), "not in the character vocabulary"
+    )
     assert_one_line_error(run_script("generate.py", ckpt, "--prompt", "x" * 65), "65 tokens", "context is 64")
 
 
@@ -79,8 +81,9 @@ def test_generate_rejects_other_checkpoints(trained, tmp_path):
 
 
 def test_eval_on_test_split(trained, tmp_path):
-    result = run_script("eval.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "split=test",
-                        f"hydra.run.dir={tmp_path}")
+    result = run_script(
+        "eval.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "split=test", f"hydra.run.dir={tmp_path}"
+    )
     assert_ok(result)
     assert "test/loss" in result.stdout
 
@@ -90,8 +93,14 @@ def test_resume_continues_step_count(trained, tmp_path):
     ckpt = tmp_path / "start.ckpt"
     shutil.copy(trained / "checkpoints" / "last.ckpt", ckpt)
     run_dir = tmp_path / "resumed"
-    result = run_script("train.py", "experiment=gpt_shakespeare_char", "trainer.max_steps=30", f"ckpt_path={ckpt}",
-                        "test=false", f"hydra.run.dir={run_dir}")
+    result = run_script(
+        "train.py",
+        "experiment=gpt_shakespeare_char",
+        "trainer.max_steps=30",
+        f"ckpt_path={ckpt}",
+        "test=false",
+        f"hydra.run.dir={run_dir}",
+    )
     assert_ok(result)
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 30
 
@@ -120,16 +129,24 @@ def test_bad_model_options(tmp_path, overrides, fragments):
 
 def test_missing_dataset_names_the_path(tmp_path):
     """A dataset the package does not ship (tiny shakespeare it does), not downloaded: conftest sets ZOO_OFFLINE=1."""
-    result = run_script("train.py", "model=transformer", f"hydra.run.dir={tmp_path}",
-                        env={"ZOO_DATA_DIR": str(tmp_path / "nowhere")})
+    result = run_script(
+        "train.py", "model=transformer", f"hydra.run.dir={tmp_path}", env={"ZOO_DATA_DIR": str(tmp_path / "nowhere")}
+    )
     assert_one_line_error(result, str(tmp_path / "nowhere" / "multi30k" / "train.de.gz"), "ZOO_DATA_DIR", "ZOO_OFFLINE")
 
 
 def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
     """trainer=ddp_sim: two gloo processes train together and write one run directory and one checkpoint."""
     run_dir = tmp_path / "ddp"
-    result = run_script("train.py", "trainer=ddp_sim", "trainer.max_steps=6", "trainer.val_check_interval=3",
-                        "trainer.limit_val_batches=2", "test=false", f"hydra.run.dir={run_dir}")
+    result = run_script(
+        "train.py",
+        "trainer=ddp_sim",
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=2",
+        "test=false",
+        f"hydra.run.dir={run_dir}",
+    )
     assert_ok(result)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ddp"]
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
@@ -145,8 +162,15 @@ def test_override_of_a_missing_key_suggests_the_nearest(tmp_path):
 
 def test_bf16_mixed_with_clipping_and_fused_adamw(tmp_path):
     """Lightning refuses fused optimizers with clipping under *-mixed precision; the task falls back and trains."""
-    result = run_script("train.py", "trainer.precision=bf16-mixed", "trainer.max_steps=3", "test=false",
-                        "trainer.val_check_interval=3", "trainer.limit_val_batches=1", f"hydra.run.dir={tmp_path}")
+    result = run_script(
+        "train.py",
+        "trainer.precision=bf16-mixed",
+        "trainer.max_steps=3",
+        "test=false",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=1",
+        f"hydra.run.dir={tmp_path}",
+    )
     assert_ok(result)
     assert "using the foreach implementation instead" in result.stdout + result.stderr
 

@@ -18,9 +18,14 @@ from PIL import Image
 
 transformers = pytest.importorskip("transformers")
 
-from conftest import ROOT  # noqa: E402
-from zoo.data import BertPretrainingDataModule, GlueDataModule, ImageClassificationDataModule  # noqa: E402
-from zoo.data import LanguageModelDataModule, resolve_dataset, tokenizer_from_json  # noqa: E402
+from zoo.data import (  # noqa: E402  # noqa: E402
+    BertPretrainingDataModule,
+    GlueDataModule,
+    ImageClassificationDataModule,
+    LanguageModelDataModule,
+    resolve_dataset,
+    tokenizer_from_json,
+)
 from zoo.data.image_sources import load_mnist  # noqa: E402
 from zoo.entry.export import main as export_main  # noqa: E402
 from zoo.models import BERT, GPT, Transformer, ViT, ZooModel  # noqa: E402
@@ -33,15 +38,25 @@ from zoo.tasks import (  # noqa: E402
     load_model_from_checkpoint,
 )
 
+from conftest import ROOT  # noqa: E402
+
 TOL = dict(atol=1e-5, rtol=1e-5)
 DATA = lambda *parts: os.path.join(os.environ["ZOO_DATA_DIR"], *parts)  # noqa: E731
 
 
 def fit_and_save(task: L.LightningModule, datamodule: L.LightningDataModule, path) -> str:
     """Two optimizer steps, then the checkpoint Lightning writes (the task's own on_save_checkpoint)."""
-    trainer = L.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        num_sanity_val_steps=0)
+    trainer = L.Trainer(
+        max_steps=2,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(task, datamodule=datamodule)
     trainer.save_checkpoint(path)
     return str(path)
@@ -84,12 +99,20 @@ def gpt_char_ckpt(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def bert_pretraining_ckpt(tmp_path_factory) -> str:
     torch.manual_seed(0)
-    dm = BertPretrainingDataModule(train_files=["wikitext2/wiki.valid.raw"], val_files=["wikitext2/wiki.test.raw"],
-                                   document_format="wikitext", vocab_size=1000, block_size=64, batch_size=4,
-                                   dupe_factor=1, max_documents=20)
+    dm = BertPretrainingDataModule(
+        train_files=["wikitext2/wiki.valid.raw"],
+        val_files=["wikitext2/wiki.test.raw"],
+        document_format="wikitext",
+        vocab_size=1000,
+        block_size=64,
+        batch_size=4,
+        dupe_factor=1,
+        max_documents=20,
+    )
     dm.prepare_data()
-    net = BERT.from_preset("bert-tiny", vocab_size=dm.tokenizer.vocab_size, pad_token_id=dm.tokenizer.pad_id,
-                           max_position_embeddings=128)
+    net = BERT.from_preset(
+        "bert-tiny", vocab_size=dm.tokenizer.vocab_size, pad_token_id=dm.tokenizer.pad_id, max_position_embeddings=128
+    )
     task = BertPretrainingTask(net, adamw(), tokenizer=dm.tokenizer)
     return fit_and_save(task, dm, tmp_path_factory.mktemp("bert_mlm") / "last.ckpt")
 
@@ -99,8 +122,14 @@ def sst2_ckpt(tmp_path_factory) -> str:
     torch.manual_seed(0)
     dm = GlueDataModule(vocab_size=1000, block_size=64, batch_size=8, max_train_rows=2000, max_val_rows=64)
     dm.prepare_data()
-    net = BERT.from_preset("bert-tiny", head="classification", vocab_size=dm.tokenizer.vocab_size,
-                           pad_token_id=dm.tokenizer.pad_id, num_labels=2, max_position_embeddings=128)
+    net = BERT.from_preset(
+        "bert-tiny",
+        head="classification",
+        vocab_size=dm.tokenizer.vocab_size,
+        pad_token_id=dm.tokenizer.pad_id,
+        num_labels=2,
+        max_position_embeddings=128,
+    )
     task = SequenceClassificationTask(net, adamw(), tokenizer=dm.tokenizer)
     return fit_and_save(task, dm, tmp_path_factory.mktemp("bert_sst2") / "last.ckpt")
 
@@ -178,13 +207,18 @@ def test_bert_pretraining_export_loads_with_transformers(bert_pretraining_ckpt, 
     model = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "hf").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     assert type(model).__name__ == "BertForPreTraining"
-    assert (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id,
-            tokenizer.unk_token_id) == (ours.cls_id, ours.sep_id, ours.pad_id, ours.mask_id, ours.unk_id)
+    assert (
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.pad_token_id,
+        tokenizer.mask_token_id,
+        tokenizer.unk_token_id,
+    ) == (ours.cls_id, ours.sep_id, ours.pad_id, ours.mask_id, ours.unk_id)
     assert model.config.pad_token_id == ours.pad_id
     vocab = (tmp_path / "hf" / "vocab.txt").read_text(encoding="utf-8").splitlines()
     assert vocab == [t for t, _ in sorted(ours.tokenizer.get_vocab().items(), key=lambda kv: kv[1])]
 
-    lines = [line.strip() for line in open(DATA("wikitext2", "wiki.test.raw"), encoding="utf-8")]
+    lines = [line.strip() for line in Path(DATA("wikitext2", "wiki.test.raw")).read_text(encoding="utf-8").splitlines()]
     a, b = [line for line in lines if len(line.split()) > 12][:2]
     a, b = " ".join(a.split()[:12]), " ".join(b.split()[:12])
     encoded = tokenizer(a, b, return_tensors="pt")
@@ -204,7 +238,7 @@ def test_sst2_classifier_export_has_real_labels_and_zoo_predictions(sst2_ckpt, t
     model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
     assert type(model).__name__ == "BertForSequenceClassification"
     assert model.config.id2label == {0: "negative", 1: "positive"}  # SST-2's labels, not LABEL_0 / LABEL_1
-    rows = open(DATA("sst2", "dev.tsv"), encoding="utf-8").read().splitlines()[1:]
+    rows = Path(DATA("sst2", "dev.tsv")).read_text(encoding="utf-8").splitlines()[1:]
     sentences = [row.split("\t")[0] for row in rows if len(row.split()) <= 25][:24]  # within 128 positions
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     batch = tokenizer(sentences, padding=True, return_tensors="pt")
@@ -212,8 +246,9 @@ def test_sst2_classifier_export_has_real_labels_and_zoo_predictions(sst2_ckpt, t
         real = batch["attention_mask"][row].bool()
         assert batch["input_ids"][row][real].tolist() == ours.build_pair(ours.encode(sentence))[0]
     logits = model(**batch).logits
-    expected = zoo(batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                   attention_mask=batch["attention_mask"]).logits
+    expected = zoo(
+        batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]
+    ).logits
     torch.testing.assert_close(logits, expected, **TOL)
 
     classifier = transformers.pipeline("text-classification", model=str(tmp_path / "hf"))
@@ -238,7 +273,7 @@ def test_vit_export_loads_with_transformers_and_its_image_processor(mnist, tmp_p
     # transformers' pipelines feed RGB: the 1-channel model is exported as the 3-channel model equal to it on gray
     assert model.config.num_channels == 3 and pixels.shape == (8, 3, 28, 28)
     for channel in range(3):
-        torch.testing.assert_close(pixels[:, channel:channel + 1], expected_pixels, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(pixels[:, channel : channel + 1], expected_pixels, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(model(pixel_values=pixels).logits, zoo(expected_pixels), **TOL)
 
     classify = transformers.pipeline("image-classification", model=str(tmp_path / "hf"))
@@ -312,8 +347,13 @@ def test_bad_inputs_stop_with_one_line(capsys, tmp_path, sst2_ckpt):
 
 
 def test_python_dash_m_zoo_export_and_labels_override(sst2_ckpt, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "zoo.export", sst2_ckpt, str(tmp_path / "hf"), "--labels",
-                             "neg,pos"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.export", sst2_ckpt, str(tmp_path / "hf"), "--labels", "neg,pos"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "tokenizer.json" in result.stdout and "vocab.txt" in result.stdout
     config = json.loads((tmp_path / "hf" / "config.json").read_text())

@@ -65,8 +65,9 @@ def test_indivisible_width_names_both_fields():
     assert "n_embd" in str(err.value) and "n_head" in str(err.value)
 
 
-@pytest.mark.parametrize("bad", [dict(dropout=1.0), dict(activation="swish"), dict(attn_impl="flash"),
-                                 dict(n_layer=0), dict(vocab_size=-1)])
+@pytest.mark.parametrize(
+    "bad", [dict(dropout=1.0), dict(activation="swish"), dict(attn_impl="flash"), dict(n_layer=0), dict(vocab_size=-1)]
+)
 def test_bad_config_values_raise(bad):
     """Invalid config values are rejected when the config is built."""
     with pytest.raises(ValueError):
@@ -189,8 +190,9 @@ def test_cached_and_uncached_agree_past_block_size():
     """The cache-to-window switch at block_size gives the same tokens as never using the cache."""
     model = tiny_gpt(seed=3)
     idx = prompts(2, 20, seed=6)
-    assert torch.equal(model.generate(idx, 20, temperature=0, use_cache=True),
-                       model.generate(idx, 20, temperature=0, use_cache=False))
+    assert torch.equal(
+        model.generate(idx, 20, temperature=0, use_cache=True), model.generate(idx, 20, temperature=0, use_cache=False)
+    )
 
 
 def test_prompt_longer_than_context_raises():
@@ -251,8 +253,15 @@ def test_finished_rows_keep_emitting_eos():
     assert torch.equal(out[1], free[1])
 
 
-@pytest.mark.parametrize("options", [dict(temperature=0.8), dict(temperature=0.8, top_k=10),
-                                     dict(temperature=1.0, top_p=0.9), dict(temperature=1.2, top_k=20, top_p=0.8)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(temperature=0.8),
+        dict(temperature=0.8, top_k=10),
+        dict(temperature=1.0, top_p=0.9),
+        dict(temperature=1.2, top_k=20, top_p=0.8),
+    ],
+)
 def test_sampling_is_reproducible_with_generator(options):
     """The same torch.Generator seed gives the same sampled continuation; another seed gives another one."""
     model = tiny_gpt()

@@ -45,8 +45,11 @@ def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
                 base = package[: len(package) - node.level + 1]
                 module = ".".join(base + ([node.module] if node.module else []))
                 # `from . import x` may name a submodule: count x as the module imported.
-                found += [(node.lineno, f"{module}.{a.name}") for a in node.names] if not node.module else [
-                    (node.lineno, module)]
+                found += (
+                    [(node.lineno, f"{module}.{a.name}") for a in node.names]
+                    if not node.module
+                    else [(node.lineno, module)]
+                )
             else:
                 found.append((node.lineno, node.module))
     return found
@@ -79,8 +82,12 @@ def test_the_code_keeps_its_floors():
 
 def test_the_scan_sees_the_real_imports():
     """The checker is not vacuous: it resolves relative imports and finds the known edges of the tree."""
-    edges = {(package_of(p, ROOT), m.split(".")[1]) for p in (ROOT / "zoo").rglob("*.py")
-             for _, m in imported_modules(p, ROOT) if m.startswith("zoo.") and m.count(".") >= 1}
+    edges = {
+        (package_of(p, ROOT), m.split(".")[1])
+        for p in (ROOT / "zoo").rglob("*.py")
+        for _, m in imported_modules(p, ROOT)
+        if m.startswith("zoo.") and m.count(".") >= 1
+    }
     assert {("models", "core"), ("tasks", "models"), ("interop", "models"), ("entry", "tasks")} <= edges
     gpt = [m for _, m in imported_modules(ROOT / "zoo" / "models" / "gpt.py", ROOT)]
     assert any(m.startswith("zoo.core") for m in gpt)

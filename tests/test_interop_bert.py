@@ -24,8 +24,18 @@ TOL = dict(atol=1e-5, rtol=1e-5)
 
 
 def hf_config(**overrides) -> BertConfig:
-    config = dict(vocab_size=VOCAB, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=80, max_position_embeddings=40, type_vocab_size=2) | overrides
+    config = (
+        dict(
+            vocab_size=VOCAB,
+            hidden_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=80,
+            max_position_embeddings=40,
+            type_vocab_size=2,
+        )
+        | overrides
+    )
     return BertConfig(**config)
 
 
@@ -117,9 +127,10 @@ def test_bert_model_matches_hf_hidden_states_and_pooler(tmp_path):
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("cls, head", [(BertForPreTraining, "pretraining"),
-                                       (BertForSequenceClassification, "classification"),
-                                       (BertModel, "none")])
+@pytest.mark.parametrize(
+    "cls, head",
+    [(BertForPreTraining, "pretraining"), (BertForSequenceClassification, "classification"), (BertModel, "none")],
+)
 def test_save_hf_round_trip(cls, head, tmp_path):
     """save_hf writes a directory the matching HF class loads with no missing weights and equal outputs."""
     torch.manual_seed(7)
@@ -155,8 +166,10 @@ def test_tensorflow_style_layernorm_names_load(tmp_path, pretraining):
     hf, zoo = pretraining
     from safetensors.torch import save_file
 
-    state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"):
-             v.clone() for k, v in hf.state_dict().items()}  # cloned: the tied decoder copies are stored too
+    state = {
+        k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v.clone()
+        for k, v in hf.state_dict().items()
+    }  # cloned: the tied decoder copies are stored too
     save_file(state, tmp_path / "model.safetensors")
     hf.config.to_json_file(tmp_path / "config.json")
     again = load_hf(tmp_path)

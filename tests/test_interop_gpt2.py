@@ -19,8 +19,16 @@ TOL = dict(atol=1e-5, rtol=1e-5)
 
 def make_hf(seed: int = 0, **overrides) -> GPT2LMHeadModel:
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=48, n_layer=2, n_head=4,
-                        bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1, **overrides)
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=32,
+        n_embd=48,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=VOCAB - 1,
+        eos_token_id=VOCAB - 1,
+        **overrides,
+    )
     return GPT2LMHeadModel(config).eval()
 
 
@@ -72,7 +80,8 @@ def test_save_hf_round_trip(hf_and_zoo, tmp_path):
     assert (tmp_path / "out" / "config.json").is_file()
     back = GPT2LMHeadModel.from_pretrained(tmp_path / "out").eval()
     assert back.lm_head.weight.data_ptr() == back.transformer.wte.weight.data_ptr() or torch.equal(
-        back.lm_head.weight, back.transformer.wte.weight)
+        back.lm_head.weight, back.transformer.wte.weight
+    )
     idx = tokens(2, 9, seed=3)
     torch.testing.assert_close(back(idx).logits, zoo(idx), **TOL)
     torch.testing.assert_close(back(idx).logits, hf(idx).logits, **TOL)
@@ -144,8 +153,9 @@ def test_greedy_generation_matches_hf(hf_and_zoo):
     """zoo's greedy generate gives the same tokens as hf.generate(do_sample=False) for a short prompt."""
     hf, zoo = hf_and_zoo
     prompt = tokens(1, 5, seed=8)
-    expected = hf.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=10,
-                           pad_token_id=0)
+    expected = hf.generate(
+        prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=10, pad_token_id=0
+    )
     ours = zoo.generate(prompt, 10, temperature=0)
     assert ours.shape == (1, 15)
     assert torch.equal(ours, expected)

@@ -32,8 +32,10 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 def timm_vit(**kw):
     from timm.models.vision_transformer import VisionTransformer
 
-    args = dict(img_size=32, patch_size=4, in_chans=3, num_classes=7, embed_dim=48, depth=2, num_heads=4,
-                mlp_ratio=2.0) | kw
+    args = (
+        dict(img_size=32, patch_size=4, in_chans=3, num_classes=7, embed_dim=48, depth=2, num_heads=4, mlp_ratio=2.0)
+        | kw
+    )
     return randomize(VisionTransformer(**args))
 
 
@@ -51,8 +53,11 @@ def test_timm_file_matches_timm_logits(tmp_path, pool, suffix):
     assert ours.config.pool == pool and ours.config.image_size == 32 and ours.config.num_classes == 7
     x = images()
     torch.testing.assert_close(ours(x), ref(x), **TOL)
-    torch.testing.assert_close(ours.forward_head(ours.forward_features(x), pre_logits=True),
-                               ref.forward_head(ref.forward_features(x), pre_logits=True), **TOL)
+    torch.testing.assert_close(
+        ours.forward_head(ours.forward_features(x), pre_logits=True),
+        ref.forward_head(ref.forward_features(x), pre_logits=True),
+        **TOL,
+    )
 
 
 @torch.no_grad()
@@ -69,8 +74,9 @@ def test_torchvision_matches_logits(tmp_path):
     """torchvision's VisionTransformer (grayscale, 28 px) read from a .pth file gives the same logits."""
     from torchvision.models.vision_transformer import VisionTransformer
 
-    ref = VisionTransformer(image_size=28, patch_size=4, num_layers=2, num_heads=3, hidden_dim=48, mlp_dim=96,
-                            num_classes=10)
+    ref = VisionTransformer(
+        image_size=28, patch_size=4, num_layers=2, num_heads=3, hidden_dim=48, mlp_dim=96, num_classes=10
+    )
     # torchvision's ViT is RGB-only: make it grayscale by swapping its patch convolution.
     ref.conv_proj = torch.nn.Conv2d(1, 48, kernel_size=4, stride=4)
     randomize(ref)
@@ -86,8 +92,16 @@ def test_hf_directory_matches_logits_and_round_trips(tmp_path):
     """ViTForImageClassification saved with save_pretrained loads through load_hf; save_hf writes a directory
     transformers reads back to the same logits."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.ViTConfig(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
-                                    image_size=32, patch_size=4, num_channels=3, num_labels=5)
+    config = transformers.ViTConfig(
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        image_size=32,
+        patch_size=4,
+        num_channels=3,
+        num_labels=5,
+    )
     ref = randomize(transformers.ViTForImageClassification(config))
     ref.save_pretrained(tmp_path / "hf")
     ours = load_hf(tmp_path / "hf")
@@ -156,7 +170,15 @@ def test_bad_paths_and_files(tmp_path):
 def test_torchvision_pre_logits_refused():
     from torchvision.models.vision_transformer import VisionTransformer
 
-    ref = VisionTransformer(image_size=16, patch_size=4, num_layers=1, num_heads=2, hidden_dim=16, mlp_dim=32,
-                            num_classes=3, representation_size=8)
+    ref = VisionTransformer(
+        image_size=16,
+        patch_size=4,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        mlp_dim=32,
+        num_classes=3,
+        representation_size=8,
+    )
     with pytest.raises(ValueError, match="representation_size"):
         from_torchvision_state_dict(ref.state_dict(), num_heads=2)

@@ -20,12 +20,13 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
-from conftest import ROOT
 from zoo.entry.builders import build_callbacks, build_model_config
 from zoo.lab.attention_stats import diagonal_mass, entropy, logit_variance, max_probability
 from zoo.lab.claims import canonical_value, check_config, select
 from zoo.lab.questions import question_names
 from zoo.lab.report import write_report
+
+from conftest import ROOT
 
 CONF = ROOT / "zoo" / "conf"
 QUESTIONS = question_names()
@@ -36,14 +37,21 @@ QUICK = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positio
 # Sizes the data would give, for building the non-LM models without training their tokenizers here.
 DATA_FIELDS = {
     "positions_sst2": {"vocab_size": 8192, "pad_token_id": 0, "num_labels": 2},
-    "heads_multi30k": {"src_vocab_size": 8000, "tgt_vocab_size": 8000, "max_len": 256, "pad_token_id": 0,
-                       "bos_token_id": 1, "eos_token_id": 2},
+    "heads_multi30k": {
+        "src_vocab_size": 8000,
+        "tgt_vocab_size": 8000,
+        "max_len": 256,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    },
 }
 
 
 def run_lab(*args: str, timeout: int = 600):
-    return subprocess.run([sys.executable, "-m", "zoo.lab", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "zoo.lab", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def compose_question(name: str, tmp_path: Path, extra: list[str] = ()):
@@ -142,8 +150,12 @@ def test_quick_run_writes_report_and_plots(name, tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     report = (sweep / "report.md").read_text()
     assert "### Verdict: " in report and "Quick run" in report
-    assert report.split("### Verdict: ")[1].split("\n")[0] in ("holds", "holds in part", "does not hold here",
-                                                               "not measured")
+    assert report.split("### Verdict: ")[1].split("\n")[0] in (
+        "holds",
+        "holds in part",
+        "does not hold here",
+        "not measured",
+    )
     pngs = sorted(sweep.glob("lab_*.png"))
     assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     results = [json.loads(p.read_text(), parse_constant=float) for p in sweep.glob("*/result.json")]
@@ -153,8 +165,14 @@ def test_quick_run_writes_report_and_plots(name, tmp_path):
         assert probes and all(math.isfinite(v) for v in probes.values()), probes
     if name == "scaling":  # the probes ran at init and later, per layer and per projection
         metrics = results[0]["metrics"]
-        for key in ("probe/attn/entropy/l0@init", "probe/attn/diag_mass/l1@init", "probe/attn/logit_var/mean@init",
-                    "probe/grad/l0@init", "probe/grad_group/attn.q@init", "probe/grad_group/attn.k@init"):
+        for key in (
+            "probe/attn/entropy/l0@init",
+            "probe/attn/diag_mass/l1@init",
+            "probe/attn/logit_var/mean@init",
+            "probe/grad/l0@init",
+            "probe/grad_group/attn.q@init",
+            "probe/grad_group/attn.k@init",
+        ):
             assert key in metrics
         assert len(results[0]["probes"]) >= 2
     if name == "positions":
@@ -164,18 +182,30 @@ def test_quick_run_writes_report_and_plots(name, tmp_path):
 
 # ---- the verdict, on hand-made sweeps ---------------------------------------------------------------------------
 
+
 def make_sweep(tmp_path: Path, values: dict[str, list[float]], checks: list[dict]) -> Path:
     """A sweep directory like a lab multirun leaves it: one job per (point, seed) with its result.json."""
-    lab = {"name": "handmade", "title": "hand-made", "claim": "b is larger than a", "table": ["m"],
-           "plots": [{"y": "m", "x": "p"}], "checks": checks}
+    lab = {
+        "name": "handmade",
+        "title": "hand-made",
+        "claim": "b is larger than a",
+        "table": ["m"],
+        "plots": [{"y": "m", "x": "p"}],
+        "checks": checks,
+    }
     job = 0
     for point, seeds in values.items():
         for seed, value in enumerate(seeds):
             folder = tmp_path / str(job)
             folder.mkdir(parents=True)
             OmegaConf.save(OmegaConf.create({"lab": lab}), folder / "config_resolved.yaml")
-            record = {"job": job, "metric": "m", "value": value, "overrides": [f"p={point}", f"seed={seed}"],
-                      "metrics": {"m": value}}
+            record = {
+                "job": job,
+                "metric": "m",
+                "value": value,
+                "overrides": [f"p={point}", f"seed={seed}"],
+                "metrics": {"m": value},
+            }
             (folder / "result.json").write_text(json.dumps(record))
             job += 1
     return tmp_path
@@ -192,8 +222,9 @@ def a_less_than(b: str) -> dict:
 
 
 def test_verdict_holds_when_every_check_holds(tmp_path):
-    outcome, text = verdict_of(tmp_path, {"a": [1.0, 1.1], "b": [2.0, 2.1], "c": [3.0, 3.2]},
-                               [a_less_than("b"), a_less_than("c")])
+    outcome, text = verdict_of(
+        tmp_path, {"a": [1.0, 1.1], "b": [2.0, 2.1], "c": [3.0, 3.2]}, [a_less_than("b"), a_less_than("c")]
+    )
     assert outcome == "holds" and "2 of 2 measured checks hold" in text
     assert "| a | 2 | 1.05 ± 0.071 |" in text  # mean ± sample standard deviation over the two seeds
 
@@ -247,6 +278,7 @@ def test_malformed_checks_fail_naming_the_check():
 
 
 # ---- the probes ---------------------------------------------------------------------------------------------
+
 
 def test_statistics_of_an_identity_and_a_uniform_attention():
     eye = torch.eye(8).expand(2, 3, 8, 8)
@@ -311,13 +343,23 @@ def test_gradient_norms_per_layer_and_projection(lm_batch):
     task = small_task(vocab)
     task(idx, targets).backward()
     values = gradient_norms(task)
-    for key in ("probe/grad/l0", "probe/grad/l1", "probe/grad/total", "probe/grad_group/attn.q",
-                "probe/grad_group/attn.k", "probe/grad_group/attn.v", "probe/grad_group/attn.out",
-                "probe/grad_group/ffn", "probe/grad_group/norm", "probe/grad_group/embedding"):
+    for key in (
+        "probe/grad/l0",
+        "probe/grad/l1",
+        "probe/grad/total",
+        "probe/grad_group/attn.q",
+        "probe/grad_group/attn.k",
+        "probe/grad_group/attn.v",
+        "probe/grad_group/attn.out",
+        "probe/grad_group/ffn",
+        "probe/grad_group/norm",
+        "probe/grad_group/embedding",
+    ):
         assert key in values and math.isfinite(values[key]) and values[key] > 0, key
     d = task.net.config.n_embd
     q_rows = [p.grad[:d] for layer in task.net.blocks.layers for p in layer.self_attn.qkv.parameters()]
     q_norm = math.sqrt(sum(float(g.square().sum()) for g in q_rows))
     assert values["probe/grad_group/attn.q"] == pytest.approx(q_norm, rel=1e-5)  # the Q rows of the fused matrix
     assert values["probe/grad/total"] == pytest.approx(
-        math.sqrt(sum(float(p.grad.square().sum()) for p in task.parameters() if p.grad is not None)), rel=1e-5)
+        math.sqrt(sum(float(p.grad.square().sum()) for p in task.parameters() if p.grad is not None)), rel=1e-5
+    )

@@ -9,8 +9,15 @@ from conftest import run_script
 
 pytestmark = pytest.mark.slow
 
-BASE = ["logger=many_loggers", "trainer.val_check_interval=3", "trainer.limit_val_batches=1", "test=false",
-        "trainer.log_every_n_steps=1", "model.sample_tokens=20", "callbacks.progress_bar=null"]
+BASE = [
+    "logger=many_loggers",
+    "trainer.val_check_interval=3",
+    "trainer.limit_val_batches=1",
+    "test=false",
+    "trainer.log_every_n_steps=1",
+    "model.sample_tokens=20",
+    "callbacks.progress_bar=null",
+]
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +97,7 @@ def test_wandb_offline_run_holds_config_and_history(resumed_run):
 def test_resume_errors_are_one_line(tmp_path):
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"\x00" * 100)
-    for ckpt, fragment in [(tmp_path / "missing.ckpt", "checkpoint not found"),
-                           (junk, "not a readable checkpoint")]:
+    for ckpt, fragment in [(tmp_path / "missing.ckpt", "checkpoint not found"), (junk, "not a readable checkpoint")]:
         result = run_script("train.py", f"ckpt_path={ckpt}", f"hydra.run.dir={tmp_path / 'r'}")
         assert result.returncode == 1 and fragment in result.stderr and "Traceback" not in result.stderr
     assert junk.read_bytes() == b"\x00" * 100  # left as it was

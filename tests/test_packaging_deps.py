@@ -90,8 +90,10 @@ def undeclared(modules: dict[str, list[str]], declared: dict[str, Requirement]) 
         if not dists:
             problems.append(f"{module} (imported at {where[0]}) is not installed, so its distribution is unknown")
         elif not dists & set(declared):
-            problems.append(f"{module} (imported at {', '.join(where[:3])}) comes from {', '.join(sorted(dists))}, "
-                            "which pyproject.toml does not declare")
+            problems.append(
+                f"{module} (imported at {', '.join(where[:3])}) comes from {', '.join(sorted(dists))}, "
+                "which pyproject.toml does not declare"
+            )
     return problems
 
 

@@ -11,9 +11,17 @@ from conftest import run_script
 
 pytestmark = pytest.mark.slow
 
-COMMON = ["trainer.deterministic=true", "trainer.log_every_n_steps=1", "trainer.val_check_interval=100000",
-          "validate=false", "test=false", "model.net.dropout=0.1", "model.num_samples=0", "seed=7",
-          "optimized_metric=null"]
+COMMON = [
+    "trainer.deterministic=true",
+    "trainer.log_every_n_steps=1",
+    "trainer.val_check_interval=100000",
+    "validate=false",
+    "test=false",
+    "model.net.dropout=0.1",
+    "model.num_samples=0",
+    "seed=7",
+    "optimized_metric=null",
+]
 
 
 def step_losses(run_dir) -> dict[int, str]:
@@ -26,8 +34,12 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     for args in (
         ["trainer.max_steps=16", "model.scheduler.max_steps=16", f"hydra.run.dir={full}"],
         ["trainer.max_steps=8", "model.scheduler.max_steps=16", f"hydra.run.dir={first}"],
-        ["trainer.max_steps=16", "model.scheduler.max_steps=16", f"hydra.run.dir={second}",
-         f"ckpt_path={first / 'checkpoints' / 'last.ckpt'}"],
+        [
+            "trainer.max_steps=16",
+            "model.scheduler.max_steps=16",
+            f"hydra.run.dir={second}",
+            f"ckpt_path={first / 'checkpoints' / 'last.ckpt'}",
+        ],
     ):
         result = run_script("train.py", *COMMON, *args)
         assert result.returncode == 0, result.stderr[-3000:]
@@ -39,27 +51,66 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
 
 # The other tasks: one uninterrupted run that also checkpoints every 4 steps, and a second run resumed from its
 # step-4 checkpoint (written mid-epoch, as a preempted job's would be). Tiny models, real data, dropout on.
-EVERY_4 = ["+callbacks.every_4._target_=lightning.pytorch.callbacks.ModelCheckpoint",
-           "+callbacks.every_4.save_top_k=-1", "+callbacks.every_4.every_n_train_steps=4",
-           "callbacks.progress_bar=null", "callbacks.model_summary=null", "trainer.num_sanity_val_steps=1",
-           "trainer.limit_val_batches=1", "trainer.max_steps=10", "logger=csv"]
-QUIET = ["trainer.deterministic=true", "trainer.log_every_n_steps=1", "trainer.val_check_interval=100000",
-         "validate=false", "test=false", "seed=7", "optimized_metric=null"]
+EVERY_4 = [
+    "+callbacks.every_4._target_=lightning.pytorch.callbacks.ModelCheckpoint",
+    "+callbacks.every_4.save_top_k=-1",
+    "+callbacks.every_4.every_n_train_steps=4",
+    "callbacks.progress_bar=null",
+    "callbacks.model_summary=null",
+    "trainer.num_sanity_val_steps=1",
+    "trainer.limit_val_batches=1",
+    "trainer.max_steps=10",
+    "logger=csv",
+]
+QUIET = [
+    "trainer.deterministic=true",
+    "trainer.log_every_n_steps=1",
+    "trainer.val_check_interval=100000",
+    "validate=false",
+    "test=false",
+    "seed=7",
+    "optimized_metric=null",
+]
 
 TASKS = {
     # BERT MLM+NSP: 96 pairs -> 12 steps of 8 per epoch; masks are drawn per batch.
-    "bert_pretraining": ["model=bert", "model.net.name=bert-tiny", "model.net.hidden_dropout_prob=0.1",
-                         "data.max_documents=12", "data.dupe_factor=1", "data.batch_size=8", "data.vocab_size=1000",
-                         "data.block_size=64"],
+    "bert_pretraining": [
+        "model=bert",
+        "model.net.name=bert-tiny",
+        "model.net.hidden_dropout_prob=0.1",
+        "data.max_documents=12",
+        "data.dupe_factor=1",
+        "data.batch_size=8",
+        "data.vocab_size=1000",
+        "data.block_size=64",
+    ],
     # SST-2 from scratch, length-grouped batches: 80 rows -> 5 steps of 16 per epoch, so the run crosses an epoch.
-    "sst2": ["experiment=bert_sst2", "model.net.name=bert-tiny", "data.max_train_rows=80", "data.max_val_rows=16",
-             "data.batch_size=16", "data.vocab_size=800", "callbacks.model_checkpoint.monitor=null"],
+    "sst2": [
+        "experiment=bert_sst2",
+        "model.net.name=bert-tiny",
+        "data.max_train_rows=80",
+        "data.max_val_rows=16",
+        "data.batch_size=16",
+        "data.vocab_size=800",
+        "callbacks.model_checkpoint.monitor=null",
+    ],
     # ViT on MNIST with random crops and rotations: 96 images -> 6 steps of 16 per epoch.
-    "vit_mnist": ["model=vit", "model.net.dropout=0.1", "data.split_sizes=[96,16,16]", "data.batch_size=16",
-                  "data.rotation=10.0"],
+    "vit_mnist": [
+        "model=vit",
+        "model.net.dropout=0.1",
+        "data.split_sizes=[96,16,16]",
+        "data.batch_size=16",
+        "data.rotation=10.0",
+    ],
     # The 2017 Transformer on Multi30k: token-count batches, shuffled as whole batches.
-    "transformer_multi30k": ["model=transformer", "model.net.name=transformer-tiny", "model.net.dropout=0.1",
-                             "data.max_tokens=256", "data.vocab_size=1000", "model.bleu_every_n_val=0"],
+    "transformer_multi30k": [
+        "model=transformer",
+        "model.net.name=transformer-tiny",
+        "model.net.dropout=0.1",
+        "data.max_tokens=256",
+        "data.vocab_size=1000",
+        "model.bleu_every_n_val=0",
+    ],
 }
 
 

@@ -28,8 +28,12 @@ def random_batch(n=3, s=6, t=5, vocab=50, seed=0) -> dict:
     g = torch.Generator().manual_seed(seed)
     labels = torch.randint(3, vocab, (n, t), generator=g)
     labels[1, 3:] = 0  # a shorter target, padded
-    return {"src": torch.randint(3, vocab, (n, s), generator=g), "src_mask": torch.ones(n, s, dtype=torch.long),
-            "tgt_in": torch.cat([torch.ones(n, 1, dtype=torch.long), labels[:, :-1]], dim=1), "labels": labels}
+    return {
+        "src": torch.randint(3, vocab, (n, s), generator=g),
+        "src_mask": torch.ones(n, s, dtype=torch.long),
+        "tgt_in": torch.cat([torch.ones(n, 1, dtype=torch.long), labels[:, :-1]], dim=1),
+        "labels": labels,
+    }
 
 
 def test_label_smoothed_loss_ignores_padding():
@@ -105,8 +109,13 @@ def test_memorizes_a_few_pairs_then_translates_them_with_bleu_100(sentences):
     batch = TokenBatches(src, tgt, batches, de[:6], en[:6])[0]
     torch.manual_seed(0)
     net = Transformer.from_preset("transformer-tiny", src_vocab_size=tok.src_vocab_size, dropout=0.0, max_len=64)
-    task = Seq2SeqTask(net, lambda g: torch.optim.Adam(g, lr=3e-3, betas=(0.9, 0.98), eps=1e-9), tokenizer=tok,
-                       label_smoothing=0.0, length_penalty=0.6)
+    task = Seq2SeqTask(
+        net,
+        lambda g: torch.optim.Adam(g, lr=3e-3, betas=(0.9, 0.98), eps=1e-9),
+        tokenizer=tok,
+        label_smoothing=0.0,
+        length_penalty=0.6,
+    )
     optimizer = task.configure_optimizers()
     for _ in range(300):
         loss, _ = task._loss(batch, smoothing=0.0)

@@ -11,8 +11,14 @@ from conftest import run_script
 
 pytestmark = pytest.mark.slow
 
-SHORT = ["trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "test=false",
-         "model.num_samples=0", "callbacks.progress_bar=null"]
+SHORT = [
+    "trainer.max_steps=4",
+    "trainer.val_check_interval=2",
+    "trainer.limit_val_batches=1",
+    "test=false",
+    "model.num_samples=0",
+    "callbacks.progress_bar=null",
+]
 
 
 def job_dirs(sweep_dir):
@@ -21,8 +27,16 @@ def job_dirs(sweep_dir):
 
 def test_grid_multirun_has_a_directory_logger_and_result_per_job(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_script("train.py", "-m", "model.optimizer.lr=0.001,0.003", "data.batch_size=8,12", *SHORT,
-                        "logger=many_loggers", f"hydra.sweep.dir={sweep}", env={"WANDB_MODE": "offline"})
+    result = run_script(
+        "train.py",
+        "-m",
+        "model.optimizer.lr=0.001,0.003",
+        "data.batch_size=8,12",
+        *SHORT,
+        "logger=many_loggers",
+        f"hydra.sweep.dir={sweep}",
+        env={"WANDB_MODE": "offline"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = job_dirs(sweep)
     assert [j.name for j in jobs] == ["0", "1", "2", "3"]
@@ -44,8 +58,14 @@ def test_grid_multirun_has_a_directory_logger_and_result_per_job(tmp_path):
 
 def test_optuna_search_reports_the_best_trial(tmp_path):
     sweep = tmp_path / "optuna"
-    result = run_script("train.py", "hparams_search=gpt_optuna", "hydra.sweeper.n_trials=3",
-                        "hydra.sweeper.sampler.n_startup_trials=2", *SHORT, f"hydra.sweep.dir={sweep}")
+    result = run_script(
+        "train.py",
+        "hparams_search=gpt_optuna",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.sampler.n_startup_trials=2",
+        *SHORT,
+        f"hydra.sweep.dir={sweep}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     values = [json.loads((j / "result.json").read_text())["value"] for j in job_dirs(sweep)]
     assert len(values) == 3
@@ -55,8 +75,14 @@ def test_optuna_search_reports_the_best_trial(tmp_path):
 
 
 def test_sweep_fails_naming_a_metric_that_is_never_logged(tmp_path):
-    result = run_script("train.py", "-m", "model.optimizer.lr=0.001", "optimized_metric=val/bleu", *SHORT,
-                        f"hydra.sweep.dir={tmp_path / 's'}")
+    result = run_script(
+        "train.py",
+        "-m",
+        "model.optimizer.lr=0.001",
+        "optimized_metric=val/bleu",
+        *SHORT,
+        f"hydra.sweep.dir={tmp_path / 's'}",
+    )
     assert result.returncode != 0
     assert "optimized_metric 'val/bleu' was never logged" in result.stderr
 
@@ -64,8 +90,15 @@ def test_sweep_fails_naming_a_metric_that_is_never_logged(tmp_path):
 def test_multirun_with_ddp_keeps_each_job_in_its_directory(tmp_path):
     sweep = tmp_path / "ddp_sweep"
     logs = tmp_path / "logs"
-    result = run_script("train.py", "-m", "trainer=ddp_sim", "model.optimizer.lr=0.001,0.003", *SHORT,
-                        f"hydra.sweep.dir={sweep}", f"paths.log_dir={logs}")
+    result = run_script(
+        "train.py",
+        "-m",
+        "trainer=ddp_sim",
+        "model.optimizer.lr=0.001,0.003",
+        *SHORT,
+        f"hydra.sweep.dir={sweep}",
+        f"paths.log_dir={logs}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert [j.name for j in job_dirs(sweep)] == ["0", "1"]
     for job in job_dirs(sweep):
@@ -75,8 +108,14 @@ def test_multirun_with_ddp_keeps_each_job_in_its_directory(tmp_path):
 
 def test_parallel_launcher_runs_jobs_in_separate_processes(tmp_path):
     sweep = tmp_path / "parallel"
-    result = run_script("train.py", "-m", "hydra/launcher=parallel", "model.optimizer.lr=0.001,0.003", *SHORT,
-                        f"hydra.sweep.dir={sweep}")
+    result = run_script(
+        "train.py",
+        "-m",
+        "hydra/launcher=parallel",
+        "model.optimizer.lr=0.001,0.003",
+        *SHORT,
+        f"hydra.sweep.dir={sweep}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert [j.name for j in job_dirs(sweep)] == ["0", "1"]
     assert len((sweep / "summary.md").read_text().splitlines()) == 4
@@ -99,9 +138,16 @@ def test_a_failing_job_is_reported_and_the_sweep_goes_on(tmp_path):
 
 def test_optuna_records_a_failing_trial_and_completes_the_others(tmp_path):
     sweep = tmp_path / "optuna"
-    result = run_script("train.py", "hparams_search=gpt_optuna", "hydra.sweeper.n_trials=4",
-                        "hydra.sweeper.sampler.n_startup_trials=4", "model.net.n_head=choice(3,4)", *SHORT,
-                        f"hydra.sweep.dir={sweep}", env={"HYDRA_FULL_ERROR": "1"})
+    result = run_script(
+        "train.py",
+        "hparams_search=gpt_optuna",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.sampler.n_startup_trials=4",
+        "model.net.n_head=choice(3,4)",
+        *SHORT,
+        f"hydra.sweep.dir={sweep}",
+        env={"HYDRA_FULL_ERROR": "1"},
+    )
     failed = [j for j in job_dirs(sweep) if (j / "failed.json").is_file()]
     done = [j for j in job_dirs(sweep) if (j / "result.json").is_file()]
     assert len(job_dirs(sweep)) == 4 and failed and done, result.stderr[-3000:]  # the study went on after a failure

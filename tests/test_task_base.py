@@ -20,13 +20,30 @@ from zoo.tasks import ZooTask, ZooThroughputMonitor
 # Each task's config, shrunk to a tiny model and a slice of its real data.
 TASKS = {
     "gpt": ["model=gpt", "model.net.name=gpt-nano", "data.block_size=32", "data.batch_size=4"],
-    "bert": ["model=bert_tiny", "data.max_documents=40", "data.block_size=32", "data.batch_size=4",
-             "data.dupe_factor=1", "data.vocab_size=1000"],
-    "bert_classifier": ["model=bert_classifier", "model.net.name=bert-tiny", "data.max_train_rows=64",
-                        "data.max_val_rows=16", "data.batch_size=4", "data.block_size=32", "data.vocab_size=1000"],
+    "bert": [
+        "model=bert_tiny",
+        "data.max_documents=40",
+        "data.block_size=32",
+        "data.batch_size=4",
+        "data.dupe_factor=1",
+        "data.vocab_size=1000",
+    ],
+    "bert_classifier": [
+        "model=bert_classifier",
+        "model.net.name=bert-tiny",
+        "data.max_train_rows=64",
+        "data.max_val_rows=16",
+        "data.batch_size=4",
+        "data.block_size=32",
+        "data.vocab_size=1000",
+    ],
     "vit": ["model=vit", "data.batch_size=8", "data.eval_batch_size=8", "data.split_sizes=[64,16,16]"],
-    "transformer": ["model=transformer", "model.net.name=transformer-tiny", "data.max_tokens=256",
-                    "data.vocab_size=1000"],
+    "transformer": [
+        "model=transformer",
+        "model.net.name=transformer-tiny",
+        "data.max_tokens=256",
+        "data.vocab_size=1000",
+    ],
 }
 
 
@@ -70,10 +87,19 @@ def trained(request, tmp_path_factory):
     """A real fit of 4 steps with the throughput monitor and a CSV logger, then a checkpoint."""
     tmp_path = tmp_path_factory.mktemp(request.param)
     task, datamodule = build(request.param, tmp_path)
-    trainer = L.Trainer(max_steps=4, limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=2,
-                        logger=CSVLogger(tmp_path, name="csv", version=""), callbacks=[ZooThroughputMonitor()],
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        accelerator="cpu", default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        max_steps=4,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        log_every_n_steps=2,
+        logger=CSVLogger(tmp_path, name="csv", version=""),
+        callbacks=[ZooThroughputMonitor()],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=tmp_path,
+    )
     trainer.fit(task, datamodule=datamodule)
     trainer.save_checkpoint(tmp_path / "last.ckpt")
     return task, datamodule, tmp_path
@@ -92,8 +118,9 @@ def test_load_from_checkpoint_rebuilds_the_trained_task(trained):
     assert dict(loaded.hparams) == dict(task.hparams)
     config = loaded.configure_optimizers()
     assert type(config["optimizer"]) is type(task.trainer.optimizers[0])
-    assert [g["initial_lr"] for g in config["optimizer"].param_groups] == \
-        [g["initial_lr"] for g in task.trainer.optimizers[0].param_groups]
+    assert [g["initial_lr"] for g in config["optimizer"].param_groups] == [
+        g["initial_lr"] for g in task.trainer.optimizers[0].param_groups
+    ]
 
 
 def test_throughput_monitor_logs_throughput_and_mfu(trained):
@@ -131,13 +158,15 @@ def test_load_from_checkpoint_refuses_other_tasks_and_unknown_options(tmp_path):
 
 def test_vit_optimizer_is_fused_adamw_in_fp32_and_foreach_where_lightning_refuses_fused(tmp_path):
     task, _ = build("vit", tmp_path)
-    task.trainer = L.Trainer(precision="32-true", gradient_clip_val=1.0, logger=False, accelerator="cpu",
-                             default_root_dir=tmp_path)
+    task.trainer = L.Trainer(
+        precision="32-true", gradient_clip_val=1.0, logger=False, accelerator="cpu", default_root_dir=tmp_path
+    )
     optimizer = task.configure_optimizers()["optimizer"]
     assert type(optimizer) is torch.optim.AdamW and optimizer.defaults["fused"] is True
     # Lightning refuses gradient clipping with a fused optimizer under *-mixed precision: foreach there.
-    task.trainer = L.Trainer(precision="bf16-mixed", gradient_clip_val=1.0, logger=False, accelerator="cpu",
-                             default_root_dir=tmp_path)
+    task.trainer = L.Trainer(
+        precision="bf16-mixed", gradient_clip_val=1.0, logger=False, accelerator="cpu", default_root_dir=tmp_path
+    )
     assert task.configure_optimizers()["optimizer"].defaults["fused"] is False
 
 
@@ -147,9 +176,14 @@ def test_layer_decay_gives_the_documented_per_layer_lrs(tmp_path):
     task, _ = build("vit", tmp_path, "model.layer_decay=0.5", "model.net.depth=3")
     optimizer = task.configure_optimizers()["optimizer"]
     lr = task.optimizer_factory.keywords["lr"]
-    expected = {"cls_token": lr * 0.5**4, "patch_embed.proj.weight": lr * 0.5**4,
-                "blocks.layers.0.self_attn.qkv.weight": lr * 0.5**3,
-                "blocks.layers.2.self_attn.qkv.weight": lr * 0.5**1, "head.weight": lr, "head.bias": lr}
+    expected = {
+        "cls_token": lr * 0.5**4,
+        "patch_embed.proj.weight": lr * 0.5**4,
+        "blocks.layers.0.self_attn.qkv.weight": lr * 0.5**3,
+        "blocks.layers.2.self_attn.qkv.weight": lr * 0.5**1,
+        "head.weight": lr,
+        "head.bias": lr,
+    }
     by_name = {id(p): n for n, p in task.net.named_parameters()}
     found = {}
     for group in optimizer.param_groups:
@@ -164,10 +198,19 @@ def test_layer_decay_gives_the_documented_per_layer_lrs(tmp_path):
 @pytest.mark.slow
 def test_resume_with_compile_toggled(tmp_path):
     """2 steps compiled, then resumed uncompiled to 4: the checkpoint's names are the network's either way."""
+
     def fit(task, datamodule, max_steps, ckpt_path=None):
-        trainer = L.Trainer(max_steps=max_steps, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
-                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                            accelerator="cpu", default_root_dir=tmp_path)
+        trainer = L.Trainer(
+            max_steps=max_steps,
+            limit_val_batches=0,
+            num_sanity_val_steps=0,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            accelerator="cpu",
+            default_root_dir=tmp_path,
+        )
         trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)
         return trainer
 

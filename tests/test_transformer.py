@@ -13,8 +13,19 @@ VOCAB, D, HEADS, FF = 53, 32, 4, 64
 
 def tiny(seed: int = 0, **overrides) -> Transformer:
     torch.manual_seed(seed)
-    config = dict(src_vocab_size=VOCAB, d_model=D, n_heads=HEADS, d_ff=FF, n_encoder_layers=2, n_decoder_layers=2,
-                  dropout=0.0, max_len=40) | overrides
+    config = (
+        dict(
+            src_vocab_size=VOCAB,
+            d_model=D,
+            n_heads=HEADS,
+            d_ff=FF,
+            n_encoder_layers=2,
+            n_decoder_layers=2,
+            dropout=0.0,
+            max_len=40,
+        )
+        | overrides
+    )
     return Transformer(TransformerConfig(**config)).eval()
 
 
@@ -28,14 +39,22 @@ def test_base_preset_body_has_the_published_parameter_count():
         model = Transformer.from_preset("transformer-base", src_vocab_size=37000)
     assert model.num_parameters() == 44_140_544 + 37000 * 512  # one shared embedding/output matrix
     with torch.device("meta"):
-        separate = Transformer.from_preset("transformer-base", src_vocab_size=1000, tgt_vocab_size=900,
-                                           share_embeddings=False, tie_output=False)
+        separate = Transformer.from_preset(
+            "transformer-base", src_vocab_size=1000, tgt_vocab_size=900, share_embeddings=False, tie_output=False
+        )
     assert separate.num_parameters() == 44_140_544 + (1000 + 900 + 900) * 512
 
 
 def test_big_preset_sizes():
     c = Transformer.make_config("transformer-big")
-    assert (c.d_model, c.d_ff, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, c.dropout) == (1024, 4096, 16, 6, 6, 0.3)
+    assert (c.d_model, c.d_ff, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, c.dropout) == (
+        1024,
+        4096,
+        16,
+        6,
+        6,
+        0.3,
+    )
     assert Transformer.model_type in MODEL_TYPES
 
 
@@ -152,8 +171,12 @@ class TorchReference(nn.Module):
         emb = lambda ids: self.ours.src_emb(ids) + self.ours.pos_emb(torch.arange(ids.shape[1]))[None]  # noqa: E731
         causal = torch.ones(tgt.shape[1], tgt.shape[1], dtype=torch.bool).triu(1)  # torch: True = masked
         h = self.body(
-            emb(src), emb(tgt), tgt_mask=causal, tgt_is_causal=True,
-            src_key_padding_mask=~src_keep.bool(), tgt_key_padding_mask=~tgt_keep.bool(),
+            emb(src),
+            emb(tgt),
+            tgt_mask=causal,
+            tgt_is_causal=True,
+            src_key_padding_mask=~src_keep.bool(),
+            tgt_key_padding_mask=~tgt_keep.bool(),
             memory_key_padding_mask=~src_keep.bool(),
         )
         return self.ours.src_emb.logits(h)
@@ -181,8 +204,9 @@ def test_parity_with_torch_nn_transformer(norm_first):
         torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
     # The encoders agree at every real source position too.
     memory = model.encode(src, src_keep)
-    ref_memory = ref.body.encoder(model.src_emb(src) + model.pos_emb(torch.arange(9))[None],
-                                  src_key_padding_mask=~src_keep.bool())
+    ref_memory = ref.body.encoder(
+        model.src_emb(src) + model.pos_emb(torch.arange(9))[None], src_key_padding_mask=~src_keep.bool()
+    )
     torch.testing.assert_close(memory[src_keep.bool()], ref_memory[src_keep.bool()], atol=1e-5, rtol=1e-5)
 
 
@@ -212,8 +236,9 @@ def test_loss_with_targets_equals_smoothed_cross_entropy_of_logits():
             loss = model(src, tgt, targets=labels, ignore_index=0, label_smoothing=0.1)
         else:
             logits = model(src, tgt)
-            loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=0,
-                                               label_smoothing=0.1)
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=0, label_smoothing=0.1
+            )
         loss.backward()
         return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 

@@ -13,8 +13,10 @@ from zoo.models.vit import resample_position_table
 
 def tiny(**overrides) -> ViT:
     torch.manual_seed(0)
-    config = dict(image_size=16, patch_size=4, in_channels=1, num_classes=5, embed_dim=32, depth=2, num_heads=4,
-                  mlp_dim=64) | overrides
+    config = (
+        dict(image_size=16, patch_size=4, in_channels=1, num_classes=5, embed_dim=32, depth=2, num_heads=4, mlp_dim=64)
+        | overrides
+    )
     return ViT(ViTConfig(**config)).eval()
 
 
@@ -22,10 +24,16 @@ def images(batch=4, size=16, channels=1, seed=0):
     return torch.randn(batch, channels, size, size, generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("vit-ti/16", 5_717_416), ("vit-s/16", 22_050_664), ("vit-b/16", 86_567_656),
-    ("vit-l/16", 304_326_632), ("vit-h/14", 632_045_800),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("vit-ti/16", 5_717_416),
+        ("vit-s/16", 22_050_664),
+        ("vit-b/16", 86_567_656),
+        ("vit-l/16", 304_326_632),
+        ("vit-h/14", 632_045_800),
+    ],
+)
 def test_preset_parameter_counts(name, expected):
     """The ImageNet presets (224 px, 1000 classes) have exactly timm's parameter counts."""
     with torch.device("meta"):
@@ -41,15 +49,18 @@ def test_cpu_presets_run_on_mnist_and_cifar_shapes(name):
         assert model(images(2, size, channels)).shape == (2, 10)
 
 
-@pytest.mark.parametrize("bad, words", [
-    (dict(embed_dim=30, num_heads=4), ["embed_dim", "num_heads"]),
-    (dict(image_size=18), ["image_size", "patch_size"]),
-    (dict(pool="max"), ["pool"]),
-    (dict(norm="groupnorm"), ["norm"]),
-    (dict(pool="token", class_token=False), ["class_token"]),
-    (dict(dropout=1.0), ["dropout"]),
-    (dict(num_classes=-1), ["num_classes"]),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (dict(embed_dim=30, num_heads=4), ["embed_dim", "num_heads"]),
+        (dict(image_size=18), ["image_size", "patch_size"]),
+        (dict(pool="max"), ["pool"]),
+        (dict(norm="groupnorm"), ["norm"]),
+        (dict(pool="token", class_token=False), ["class_token"]),
+        (dict(dropout=1.0), ["dropout"]),
+        (dict(num_classes=-1), ["num_classes"]),
+    ],
+)
 def test_bad_configs_name_the_option(bad, words):
     with pytest.raises(ValueError) as err:
         tiny(**bad)

@@ -19,8 +19,23 @@ from zoo.tasks.optim import warmup_cosine
 
 def tiny_vit(**kw) -> ViT:
     torch.manual_seed(0)
-    return ViT(ViTConfig(**(dict(image_size=28, patch_size=7, in_channels=1, num_classes=10, embed_dim=32, depth=3,
-                                 num_heads=2, mlp_dim=64) | kw)))
+    return ViT(
+        ViTConfig(
+            **(
+                dict(
+                    image_size=28,
+                    patch_size=7,
+                    in_channels=1,
+                    num_classes=10,
+                    embed_dim=32,
+                    depth=3,
+                    num_heads=2,
+                    mlp_dim=64,
+                )
+                | kw
+            )
+        )
+    )
 
 
 def make_task(net=None, **kw) -> ImageClassificationTask:
@@ -43,8 +58,9 @@ def test_layer_decay_scales_lr_by_depth_and_skips_decay_where_it_should():
             decays = p.dim() >= 2 and name not in ("cls_token", "pos_emb.weight")
             assert group["weight_decay"] == (0.05 if decays else 0.0), name
     assert seen == set(names.values())
-    head_lr = {g["initial_lr"] for g in optimizer.param_groups
-               if any(names[id(p)] == "head.weight" for p in g["params"])}
+    head_lr = {
+        g["initial_lr"] for g in optimizer.param_groups if any(names[id(p)] == "head.weight" for p in g["params"])
+    }
     assert len(head_lr) == 1 and head_lr.pop() == pytest.approx(1e-3)
 
 
@@ -99,27 +115,39 @@ def test_pictures_render():
     big = confusion_matrix_figure(torch.randint(0, 9, (100, 100)))  # many classes: no counts or names, still drawn
     assert not big.axes[0].texts and not big.axes[0].get_xticks().size
     images = torch.randn(3, 1, 28, 28)
-    picture = rollout_image(images, torch.rand(3, 7, 7), mean=[0.1], std=[0.3], labels=[1, 2, 3],
-                            predictions=[1, 2, 4])
+    picture = rollout_image(images, torch.rand(3, 7, 7), mean=[0.1], std=[0.3], labels=[1, 2, 3], predictions=[1, 2, 4])
     assert picture.width == 2 * 112 + 12 and picture.height > 3 * 112
 
 
 def test_validation_logs_pictures_and_checkpoint_rebuilds_the_model(data_dir, tmp_path):
     """A few real MNIST steps with a CSV logger: metrics, a confusion matrix and a rollout PNG, and a checkpoint
     that load_model_from_checkpoint turns back into the same ViT."""
-    dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(data_dir), batch_size=32, eval_batch_size=50,
-                                       split_sizes=[128, 100, 50])
+    dm = ImageClassificationDataModule(
+        dataset="mnist", data_dir=str(data_dir), batch_size=32, eval_batch_size=50, split_sizes=[128, 100, 50]
+    )
     task = make_task(**dm.task_inputs)
-    trainer = L.Trainer(max_steps=4, val_check_interval=2, limit_val_batches=2, num_sanity_val_steps=0,
-                        logger=CSVLogger(tmp_path, name="csv", version=""), enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=tmp_path, accelerator="cpu")
+    trainer = L.Trainer(
+        max_steps=4,
+        val_check_interval=2,
+        limit_val_batches=2,
+        num_sanity_val_steps=0,
+        logger=CSVLogger(tmp_path, name="csv", version=""),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+    )
     trainer.fit(task, datamodule=dm)
     metrics = trainer.callback_metrics
     assert {"val/acc", "val/acc_top5", "val/loss", "train/loss"} <= set(metrics)
     assert 0.0 <= float(metrics["val/acc"]) <= float(metrics["val/acc_top5"]) <= 1.0
     pictures = sorted(p.name for p in (tmp_path / "csv" / "images").iterdir())
-    assert pictures == ["val_attention_rollout_step000002.png", "val_attention_rollout_step000004.png",
-                        "val_confusion_matrix_step000002.png", "val_confusion_matrix_step000004.png"]
+    assert pictures == [
+        "val_attention_rollout_step000002.png",
+        "val_attention_rollout_step000004.png",
+        "val_confusion_matrix_step000002.png",
+        "val_confusion_matrix_step000004.png",
+    ]
     trainer.save_checkpoint(tmp_path / "last.ckpt")
     model, info = load_model_from_checkpoint(tmp_path / "last.ckpt", task="image_classification")
     assert info["model_type"] == "vit" and info["class_names"] == [str(d) for d in range(10)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +13,13 @@ from conftest import assert_ok, assert_one_line_error, run_script
 
 pytestmark = pytest.mark.slow
 
-SHORT = ["trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=2",
-         "++trainer.limit_test_batches=2", "trainer.log_every_n_steps=1"]
+SHORT = [
+    "trainer.max_steps=3",
+    "trainer.val_check_interval=3",
+    "trainer.limit_val_batches=2",
+    "++trainer.limit_test_batches=2",
+    "trainer.log_every_n_steps=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +27,11 @@ def vit_run(tmp_path_factory, data_dir):
     """The tuned recipe for three steps: fit, validation with pictures, test, checkpoint."""
     run_dir = tmp_path_factory.mktemp("vit_mnist")
     # The recipe's 8000/1000/1000 of the 10k images as fractions: the same split there, and a split of the fixtures.
-    assert_ok(run_script("train.py", "experiment=vit_mnist", *SHORT, "data.split_sizes=[0.8,0.1,0.1]",
-                         f"hydra.run.dir={run_dir}"))
+    assert_ok(
+        run_script(
+            "train.py", "experiment=vit_mnist", *SHORT, "data.split_sizes=[0.8,0.1,0.1]", f"hydra.run.dir={run_dir}"
+        )
+    )
     return run_dir
 
 
@@ -31,7 +40,7 @@ def test_fast_dev_run_of_model_vit(tmp_path, data_dir):
 
 
 def test_vit_mnist_logs_metrics_pictures_and_checkpoint(vit_run):
-    rows = list(csv.DictReader(open(vit_run / "csv" / "metrics.csv")))
+    rows = list(csv.DictReader(Path(vit_run / "csv" / "metrics.csv").read_text().splitlines()))
     assert [r for r in rows if r.get("val/acc")] and [r for r in rows if r.get("test/acc")]
     assert all(0 <= float(r["test/acc"]) <= float(r["test/acc_top5"]) <= 1 for r in rows if r.get("test/acc"))
     losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
@@ -48,8 +57,13 @@ def test_vit_mnist_logs_metrics_pictures_and_checkpoint(vit_run):
 
 
 def test_eval_on_the_test_split(vit_run, tmp_path):
-    result = run_script("eval.py", f"ckpt_path={vit_run / 'checkpoints' / 'last.ckpt'}", "split=test",
-                        "++trainer.limit_test_batches=2", f"hydra.run.dir={tmp_path}")
+    result = run_script(
+        "eval.py",
+        f"ckpt_path={vit_run / 'checkpoints' / 'last.ckpt'}",
+        "split=test",
+        "++trainer.limit_test_batches=2",
+        f"hydra.run.dir={tmp_path}",
+    )
     assert_ok(result)
     assert "test/acc" in result.stdout
 
@@ -58,7 +72,7 @@ def test_batchnorm_variant_trains(tmp_path, data_dir):
     run_dir = tmp_path / "bn"
     result = run_script("train.py", "model=vit_bn", *SHORT, "test=false", "callbacks=none", f"hydra.run.dir={run_dir}")
     assert_ok(result)
-    rows = list(csv.DictReader(open(run_dir / "csv" / "metrics.csv")))
+    rows = list(csv.DictReader(Path(run_dir / "csv" / "metrics.csv").read_text().splitlines()))
     losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
     assert len(losses) == 3 and all(0 < v < 5 for v in losses)
 
@@ -73,6 +87,7 @@ def test_image_folder_with_empty_class_is_a_one_line_error(tmp_path):
     for name in ("cat", "dog"):
         (root / name).mkdir(parents=True)
     Image.new("RGB", (8, 8)).save(root / "cat" / "a.png")
-    result = run_script("train.py", "model=vit", "data=image_folder", f"data.image_folder={root}",
-                        f"hydra.run.dir={tmp_path / 'run'}")
+    result = run_script(
+        "train.py", "model=vit", "data=image_folder", f"data.image_folder={root}", f"hydra.run.dir={tmp_path / 'run'}"
+    )
     assert_one_line_error(result, str(root / "dog"), "hold no images")

@@ -14,8 +14,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Top-level folders that are not part of the package (zoo/conf/data must stay: only the checkout's root is pruned).
-NOT_PACKAGED = {".git", ".venv", "venv", "logs", "data", "tests", "build", "benchmarks", "docs", "outputs", "multirun",
-                "wandb", "lightning_logs"}
+NOT_PACKAGED = {
+    ".git",
+    ".venv",
+    "venv",
+    "logs",
+    "data",
+    "tests",
+    "build",
+    "benchmarks",
+    "docs",
+    "outputs",
+    "multirun",
+    "wandb",
+    "lightning_logs",
+}
 
 
 def skip(directory: str, names: list[str]) -> set[str]:
@@ -24,8 +37,9 @@ def skip(directory: str, names: list[str]) -> set[str]:
 
 
 def run(*command, cwd, env=None, timeout=300):
-    result = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=timeout)
+    result = subprocess.run(
+        [str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert result.returncode == 0, f"{command}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-3000:]}"
     return result
 
@@ -35,8 +49,18 @@ def test_wheel_installs_and_trains_from_another_directory(tmp_path):
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=skip)
     # The installed torch, Lightning, Hydra ... are reused (--system-site-packages, --no-deps); only zoo is new.
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", source,
-        cwd=tmp_path)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        tmp_path / "dist",
+        source,
+        cwd=tmp_path,
+    )
     (wheel,) = (tmp_path / "dist").glob("transformer_zoo-*.whl")
     env_dir = tmp_path / "env"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)

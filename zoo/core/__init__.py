@@ -12,6 +12,7 @@ from .attention import (
     check_attention_options,
 )
 from .block import Block, BlockStack
+from .chunked_loss import linear_cross_entropy
 from .decoding import beam_search, decode_tokens, length_penalty_factor
 from .embeddings import (
     LearnedPositionEmbedding,
@@ -24,7 +25,6 @@ from .embeddings import (
 from .feedforward import ACTIVATIONS, FeedForward
 from .init import init_transformer_weights, scale_residual_projections
 from .kv_cache import KVCache, LayerCache
-from .chunked_loss import linear_cross_entropy
 from .masks import build_attention_mask
 from .norms import NORMS, make_norm
 from .positions import (
@@ -40,8 +40,8 @@ from .positions import (
     make_position_embedding,
     merge_positions,
 )
-from .window import windowed_attention
 from .sampling import filter_logits, sample_next_token
+from .window import windowed_attention
 
 __all__ = [
     "ACTIVATIONS",

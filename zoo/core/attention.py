@@ -30,8 +30,11 @@ SELF_ATTENTION_POSITIONS = (None, "rope", "alibi")
 def check_attention_options(attn_scale="sqrt_dk", attn_score="dot", qk_proj="separate", attn_window=None) -> None:
     """One-line errors naming the option and its allowed values."""
     number = isinstance(attn_scale, (int, float)) and not isinstance(attn_scale, bool)
-    if not (attn_scale in ATTN_SCALES if isinstance(attn_scale, str) else number and math.isfinite(attn_scale)
-            and attn_scale > 0):
+    if not (
+        attn_scale in ATTN_SCALES
+        if isinstance(attn_scale, str)
+        else number and math.isfinite(attn_scale) and attn_scale > 0
+    ):
         raise ValueError(f"unknown attn_scale {attn_scale!r}; choose one of: sqrt_dk, none, or a positive number")
     if attn_score not in ATTN_SCORES:
         raise ValueError(f"unknown attn_score {attn_score!r}; choose one of: {', '.join(ATTN_SCORES)}")
@@ -94,7 +97,9 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"unknown attention impl '{impl}'; choose one of {', '.join(ATTENTION_IMPLS)}")
         check_attention_options(attn_scale, attn_score, qk_proj, attn_window)
         if positions not in SELF_ATTENTION_POSITIONS or (cross and positions is not None):
-            raise ValueError(f"attention positions must be rope, alibi or None (self-attention only), got {positions!r}")
+            raise ValueError(
+                f"attention positions must be rope, alibi or None (self-attention only), got {positions!r}"
+            )
         if cross and attn_window is not None:
             raise ValueError("attn_window is for self-attention; cross-attention sees the whole context")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
@@ -111,8 +116,11 @@ class MultiHeadAttention(nn.Module):
         elif qk_proj == "shared":
             self.qv = nn.Linear(d_model, 2 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
-        self.score_v = nn.Parameter(torch.randn(n_heads, self.head_dim) * self.head_dim**-0.5) \
-            if attn_score == "additive" else None
+        self.score_v = (
+            nn.Parameter(torch.randn(n_heads, self.head_dim) * self.head_dim**-0.5)
+            if attn_score == "additive"
+            else None
+        )
         self.rotary = RotaryEmbedding(self.head_dim, rope_base) if positions == "rope" else None
         self.register_buffer("alibi", alibi_slopes(n_heads) if positions == "alibi" else None, persistent=False)
         self.record_weights = False
@@ -209,9 +217,18 @@ class MultiHeadAttention(nn.Module):
         q_start = 0 if n_queries is not None or self.cross else s - t  # absolute position of the first query
         dropout = self.dropout if self.training else 0.0
         if self.window is not None and not window_covers(self.window, s, is_causal):
-            y, logits, weights = windowed_attention(q, k, v, self._logits, window=self.window, causal=is_causal,
-                                                    q_start=q_start, mask=mask, dropout=dropout,
-                                                    record=self.record_weights)
+            y, logits, weights = windowed_attention(
+                q,
+                k,
+                v,
+                self._logits,
+                window=self.window,
+                causal=is_causal,
+                q_start=q_start,
+                mask=mask,
+                dropout=dropout,
+                record=self.record_weights,
+            )
             if self.record_weights:
                 self.last_logits, self.last_weights = logits, weights
             return self.out(y.transpose(1, 2).reshape(x.shape[0], t, self.d_model))
@@ -230,8 +247,9 @@ class MultiHeadAttention(nn.Module):
         else:
             if self.alibi is not None:  # exact on SDPA as a float mask: bias, -inf where not allowed
                 mask, is_causal = self._alibi_mask(mask, is_causal, q_start, t, s, q.device, q.dtype), False
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal,
-                                               scale=self.sdpa_scale)
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.sdpa_scale
+            )
         b = x.shape[0]
         return self.out(y.transpose(1, 2).reshape(b, t, self.d_model))
 
@@ -252,7 +270,8 @@ class MultiHeadAttention(nn.Module):
             scores = scores * self.scale
         if self.alibi is not None:
             scores = scores + alibi_bias(self.alibi, q_start, q.shape[2], k_start, k.shape[2], q.device).to(
-                scores.dtype)
+                scores.dtype
+            )
         return scores
 
     def _alibi_mask(self, mask, is_causal, q_start, t, s, device, dtype) -> torch.Tensor:

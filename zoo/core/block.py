@@ -44,9 +44,17 @@ class Block(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         switches = dict(attn_scale=attn_scale, attn_score=attn_score, qk_proj=qk_proj)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=attn_dropout, bias=bias, impl=attn_impl,
-                                            positions=attn_positions, rope_base=rope_base, attn_window=attn_window,
-                                            **switches)
+        self.self_attn = MultiHeadAttention(
+            d_model,
+            n_heads,
+            dropout=attn_dropout,
+            bias=bias,
+            impl=attn_impl,
+            positions=attn_positions,
+            rope_base=rope_base,
+            attn_window=attn_window,
+            **switches,
+        )
         self.norm1 = make_norm(norm, d_model, eps=norm_eps, bias=bias)
         self.cross_attn = None
         if cross_attention:
@@ -81,6 +89,7 @@ class Block(nn.Module):
         """n_outputs: compute the first `n_outputs` positions only (the others still act as keys and values).
         With per-position norms that is exactly those rows of the full output; batch norm would see other
         statistics."""
+
         def self_attn(h):
             return self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache, n_queries=n_outputs))
 
@@ -109,8 +118,12 @@ class BlockStack(nn.Module):
             raise ValueError(f"n_layers must be positive, got {n_layers}")
         self.layers = nn.ModuleList(Block(d_model, **block_kwargs) for _ in range(n_layers))
         self.final_norm = (
-            make_norm(block_kwargs.get("norm", "layernorm"), d_model, eps=block_kwargs.get("norm_eps", 1e-5),
-                      bias=block_kwargs.get("bias", True))
+            make_norm(
+                block_kwargs.get("norm", "layernorm"),
+                d_model,
+                eps=block_kwargs.get("norm_eps", 1e-5),
+                bias=block_kwargs.get("bias", True),
+            )
             if final_norm
             else None
         )

@@ -56,9 +56,7 @@ def linear_cross_entropy(
     _check_targets(targets, weight.shape[0], ignore_index)
     compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
     hidden, targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
-    needs_grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (hidden, weight, bias)
-    )
+    needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (hidden, weight, bias))
     args = (hidden, weight, bias, targets, ignore_index, label_smoothing, chunk_rows, compute_dtype)
     if not needs_grad:
         with torch.no_grad():
@@ -156,5 +154,9 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
 def reference_cross_entropy(hidden, weight, targets, *, bias=None, ignore_index=-100, label_smoothing=0.0):
     """The plain formulation `linear_cross_entropy` must equal (used by the tests and for comparison)."""
     logits = F.linear(hidden, weight, bias)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                           ignore_index=ignore_index, label_smoothing=label_smoothing)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),
+        targets.reshape(-1),
+        ignore_index=ignore_index,
+        label_smoothing=label_smoothing,
+    )

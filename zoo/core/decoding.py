@@ -8,7 +8,7 @@ output), so the same loops serve decoder-only continuation and encoder-decoder t
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -117,9 +117,7 @@ class PatchEmbedding(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         if images.dim() != 4 or images.shape[1] != self.in_channels:
-            raise ValueError(
-                f"expected images shaped (batch, {self.in_channels}, H, W), got {tuple(images.shape)}"
-            )
+            raise ValueError(f"expected images shaped (batch, {self.in_channels}, H, W), got {tuple(images.shape)}")
         h, w = images.shape[-2:]
         if h % self.patch_size or w % self.patch_size:
             raise ValueError(f"image size {h}x{w} is not divisible by the patch size {self.patch_size}")

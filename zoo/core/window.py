@@ -10,7 +10,7 @@ are kept for the backward pass, so training memory is O(n * (block + w)) too.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -20,8 +20,9 @@ Logits = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]
 
 
 def check_window(attn_window) -> None:
-    if attn_window is not None and (isinstance(attn_window, bool) or not isinstance(attn_window, int)
-                                    or attn_window <= 0):
+    if attn_window is not None and (
+        isinstance(attn_window, bool) or not isinstance(attn_window, int) or attn_window <= 0
+    ):
         raise ValueError(f"attn_window must be None (full attention) or a positive int, got {attn_window!r}")
 
 

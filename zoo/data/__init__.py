@@ -2,16 +2,18 @@
 
 from .bert_pretraining import BertPretrainingDataModule
 from .glue import GlueDataModule
-from .wordpiece import WordPieceTokenizer
 from .images import ImageClassificationDataModule
 from .lm import LanguageModelDataModule
 from .sources import DATASETS, DatasetFile, resolve_dataset
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
 from .translation import TranslationDataModule
 from .translation_tokenizer import TranslationTokenizer
+from .wordpiece import WordPieceTokenizer
 
 __all__ = [
-    "BertPretrainingDataModule", "GlueDataModule", "WordPieceTokenizer",
+    "BertPretrainingDataModule",
+    "GlueDataModule",
+    "WordPieceTokenizer",
     "BPETokenizer",
     "CharTokenizer",
     "DATASETS",

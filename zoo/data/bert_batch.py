@@ -36,5 +36,5 @@ def pad_sequences(rows: list[list[int]], length: int, value: int) -> torch.Tenso
 
 
 def padded_length(rows: list[list[int]], pad_to: str, block_size: int) -> int:
-    """"max_length": always block_size (fixed shapes); "longest": the longest row (less compute on short text)."""
+    """ "max_length": always block_size (fixed shapes); "longest": the longest row (less compute on short text)."""
     return block_size if pad_to == "max_length" else max(len(r) for r in rows)

@@ -92,8 +92,10 @@ def make_nsp_pairs(
     """One pass over tokenized documents (lists of sentences of ids). Every pair fits [CLS] A [SEP] B [SEP]
     in max_seq_length tokens."""
     if len(documents) < 2:
-        raise ValueError(f"next-sentence pairs need at least 2 documents, the corpus has {len(documents)}; "
-                         "separate documents with blank lines (or use document_format=wikitext)")
+        raise ValueError(
+            f"next-sentence pairs need at least 2 documents, the corpus has {len(documents)}; "
+            "separate documents with blank lines (or use document_format=wikitext)"
+        )
     max_tokens = max_seq_length - 3
     if max_tokens < 2:
         raise ValueError(f"block_size={max_seq_length} is too short for [CLS] A [SEP] B [SEP]")
@@ -120,7 +122,7 @@ def make_nsp_pairs(
                     other += other >= doc_index  # any document but this one
                     source = documents[other]
                     tokens_b: list[int] = []
-                    for sentence in source[rng.randrange(len(source)):]:
+                    for sentence in source[rng.randrange(len(source)) :]:
                         tokens_b.extend(sentence)
                         if len(tokens_b) >= target - len(tokens_a):
                             break
@@ -180,8 +182,14 @@ class PretrainingCollator:
 
     def mask(self, input_ids: torch.Tensor, generator: torch.Generator | None = None):
         maskable = ~torch.isin(input_ids, self.special)
-        return mask_tokens(input_ids, maskable, mask_id=self.mask_id, replacement_ids=self.replacement_ids,
-                           mlm_probability=self.mlm_probability, generator=generator)
+        return mask_tokens(
+            input_ids,
+            maskable,
+            mask_id=self.mask_id,
+            replacement_ids=self.replacement_ids,
+            mlm_probability=self.mlm_probability,
+            generator=generator,
+        )
 
     def __call__(self, items: list[dict]) -> EncoderBatch:
         length = padded_length([it["input_ids"] for it in items], self.pad_to, self.block_size)
@@ -250,15 +258,21 @@ class BertPretrainingDataModule(L.LightningDataModule):
         if not train_files:
             raise ValueError("data.train_files is empty; list the text files to pretrain on")
         if document_format not in DOCUMENT_FORMATS:
-            raise ValueError(f"unknown document_format '{document_format}'; choose one of {', '.join(DOCUMENT_FORMATS)}")
+            raise ValueError(
+                f"unknown document_format '{document_format}'; choose one of {', '.join(DOCUMENT_FORMATS)}"
+            )
         if pad_to not in PAD_TO:
             raise ValueError(f"unknown pad_to '{pad_to}'; choose one of {', '.join(PAD_TO)}")
         if not 0.0 < mlm_probability < 1.0 or not 0.0 <= random_next_prob <= 1.0:
-            raise ValueError(f"mlm_probability ({mlm_probability}) must be in (0, 1) and random_next_prob "
-                             f"({random_next_prob}) in [0, 1]")
+            raise ValueError(
+                f"mlm_probability ({mlm_probability}) must be in (0, 1) and random_next_prob "
+                f"({random_next_prob}) in [0, 1]"
+            )
         if block_size < 5 or batch_size <= 0 or dupe_factor <= 0:
-            raise ValueError(f"need block_size >= 5 (got {block_size}), batch_size > 0 (got {batch_size}) and "
-                             f"dupe_factor > 0 (got {dupe_factor})")
+            raise ValueError(
+                f"need block_size >= 5 (got {block_size}), batch_size > 0 (got {batch_size}) and "
+                f"dupe_factor > 0 (got {dupe_factor})"
+            )
         if val_files is None and not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
@@ -300,8 +314,10 @@ class BertPretrainingDataModule(L.LightningDataModule):
             return train, self._documents(val_files)
         cut = max(1, round(len(train) * (1 - self.hparams.val_fraction)))
         if cut >= len(train) - 1:
-            raise ValueError(f"{len(train)} documents are too few to hold out a validation set of 2; "
-                             "give data.val_files or more text")
+            raise ValueError(
+                f"{len(train)} documents are too few to hold out a validation set of 2; "
+                "give data.val_files or more text"
+            )
         return train[:cut], train[cut:]
 
     def _tokenizer_path(self, train_files: list[Path]) -> Path:
@@ -323,8 +339,9 @@ class BertPretrainingDataModule(L.LightningDataModule):
         if path.is_file():
             return
         documents = self._split()[0]
-        tokenizer = WordPieceTokenizer.train((" ".join(d) for d in documents), self.hparams.vocab_size,
-                                             lowercase=self.hparams.lowercase)
+        tokenizer = WordPieceTokenizer.train(
+            (" ".join(d) for d in documents), self.hparams.vocab_size, lowercase=self.hparams.lowercase
+        )
         atomic_write(path, tokenizer.to_json())
 
     @property
@@ -362,16 +379,18 @@ class BertPretrainingDataModule(L.LightningDataModule):
         rng = random.Random(seed)
         items = []
         for _ in range(passes):
-            for pair in make_nsp_pairs(encoded, hp.block_size, rng, short_seq_prob=hp.short_seq_prob,
-                                       random_next_prob=hp.random_next_prob):
+            for pair in make_nsp_pairs(
+                encoded, hp.block_size, rng, short_seq_prob=hp.short_seq_prob, random_next_prob=hp.random_next_prob
+            ):
                 ids, segments = self.tokenizer.build_pair(pair.tokens_a, pair.tokens_b)
                 items.append({"input_ids": ids, "token_type_ids": segments, "nsp_label": int(pair.is_random_next)})
         return items
 
     def collator(self) -> PretrainingCollator:
         hp = self.hparams
-        return PretrainingCollator(self.tokenizer, block_size=hp.block_size, pad_to=hp.pad_to,
-                                   mlm_probability=hp.mlm_probability)
+        return PretrainingCollator(
+            self.tokenizer, block_size=hp.block_size, pad_to=hp.pad_to, mlm_probability=hp.mlm_probability
+        )
 
     # ---- Lightning hooks -------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
@@ -390,16 +409,27 @@ class BertPretrainingDataModule(L.LightningDataModule):
         self._datasets["val"] = PairDataset(val_items)
 
     def _loader(self, split: str) -> DataLoader:
-        return seeded_loader(self._datasets[split], batch_size=self.per_device_batch_size, seed=self.hparams.seed,
-                             num_workers=self.hparams.num_workers, collate_fn=self.collator())
+        return seeded_loader(
+            self._datasets[split],
+            batch_size=self.per_device_batch_size,
+            seed=self.hparams.seed,
+            num_workers=self.hparams.num_workers,
+            collate_fn=self.collator(),
+        )
 
     def train_dataloader(self) -> DataLoader:
         # Shuffled by seed and position (resumes exactly mid-epoch); the masks come from the global RNG, which the
         # checkpoint holds, when num_workers is 0.
         dataset, batch = self._datasets["train"], self.per_device_batch_size
         sampler = resumable_sampler(dataset, seed=self.hparams.seed, trainer=self.trainer, batch_size=batch)
-        return seeded_loader(dataset, sampler=sampler, batch_size=batch, seed=self.hparams.seed,
-                             num_workers=self.hparams.num_workers, collate_fn=self.collator())
+        return seeded_loader(
+            dataset,
+            sampler=sampler,
+            batch_size=batch,
+            seed=self.hparams.seed,
+            num_workers=self.hparams.num_workers,
+            collate_fn=self.collator(),
+        )
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val")

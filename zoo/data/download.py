@@ -22,8 +22,14 @@ class DownloadError(OSError):
 
 def _progress() -> Progress:
     # On stderr, so that a script's stdout (e.g. generated text) stays clean; rich draws nothing live off a terminal.
-    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                    transient=True, disable=not sys.stderr.isatty())
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        transient=True,
+        disable=not sys.stderr.isatty(),
+    )
 
 
 def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None:
@@ -56,8 +62,10 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
                 raise DownloadError(f"{url}: {reason}") from error
         got = digest.hexdigest()
         if got != sha256:
-            raise ValueError(f"download of {url} has sha256 {got}, expected {sha256}; not saved (a changed or "
-                             "corrupted file upstream, or a proxy page: fetch it by hand and check it)")
+            raise ValueError(
+                f"download of {url} has sha256 {got}, expected {sha256}; not saved (a changed or "
+                "corrupted file upstream, or a proxy page: fetch it by hand and check it)"
+            )
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

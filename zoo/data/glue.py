@@ -94,8 +94,9 @@ class LengthGroupedSampler(ResumableShuffle):
     device gets rows of similar length. The rows of one batch are consecutive positions, as the DataLoader groups
     them; the last, partial batch comes last, where drop_last drops it."""
 
-    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, *, rank: int = 0,
-                 world_size: int = 1) -> None:
+    def __init__(
+        self, lengths: list[int], batch_size: int, seed: int = 0, *, rank: int = 0, world_size: int = 1
+    ) -> None:
         super().__init__(lengths, seed=seed, rank=rank, world_size=world_size)
         self.lengths, self.batch_size = lengths, batch_size
 
@@ -166,8 +167,10 @@ class GlueDataModule(L.LightningDataModule):
         path = Path(name)
         path = path if path.is_absolute() else self.data_dir / path
         if not path.is_file():
-            raise FileNotFoundError(f"TSV file not found: {path.resolve()}; check data.train_file / data.val_file "
-                                    f"(relative paths are below the data folder {self.data_dir}, set by ZOO_DATA_DIR)")
+            raise FileNotFoundError(
+                f"TSV file not found: {path.resolve()}; check data.train_file / data.val_file "
+                f"(relative paths are below the data folder {self.data_dir}, set by ZOO_DATA_DIR)"
+            )
         return path
 
     def _load_rows(self) -> None:
@@ -205,7 +208,11 @@ class GlueDataModule(L.LightningDataModule):
         train = self._path(hp.train_file)
         digest = hashlib.sha256(train.read_bytes())
         digest.update(json.dumps([hp.vocab_size, hp.lowercase, hp.max_train_rows, hp.seed, self.text_columns]).encode())
-        return self.cache_dir / f"{train.parent.name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}" / "tokenizer.json"
+        return (
+            self.cache_dir
+            / f"{train.parent.name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}"
+            / "tokenizer.json"
+        )
 
     def prepare_data(self) -> None:
         hp = self.hparams
@@ -235,8 +242,11 @@ class GlueDataModule(L.LightningDataModule):
     def model_fields(self) -> dict:
         """Model config fields this data determines (filled into `model.net` by train.py)."""
         self._load_rows()
-        return {"vocab_size": self.tokenizer.vocab_size, "pad_token_id": self.tokenizer.pad_id,
-                "num_labels": self.num_labels}
+        return {
+            "vocab_size": self.tokenizer.vocab_size,
+            "pad_token_id": self.tokenizer.pad_id,
+            "num_labels": self.num_labels,
+        }
 
     @property
     def task_inputs(self) -> dict:
@@ -263,13 +273,19 @@ class GlueDataModule(L.LightningDataModule):
                 self._datasets[split] = PairDataset(self._items(self._rows[split]))
 
     def _collator(self) -> ClassificationCollator:
-        return ClassificationCollator(self.tokenizer.pad_id, block_size=self.hparams.block_size,
-                                      pad_to=self.hparams.pad_to)
+        return ClassificationCollator(
+            self.tokenizer.pad_id, block_size=self.hparams.block_size, pad_to=self.hparams.pad_to
+        )
 
     def _loader(self, split: str, sampler=None) -> DataLoader:
-        return seeded_loader(self._datasets[split], sampler=sampler, batch_size=self.per_device_batch_size,
-                             seed=self.hparams.seed, num_workers=self.hparams.num_workers,
-                             collate_fn=self._collator())
+        return seeded_loader(
+            self._datasets[split],
+            sampler=sampler,
+            batch_size=self.per_device_batch_size,
+            seed=self.hparams.seed,
+            num_workers=self.hparams.num_workers,
+            collate_fn=self._collator(),
+        )
 
     def train_dataloader(self) -> DataLoader:
         # Shuffled by seed and position, so that a resumed run continues exactly mid-epoch.

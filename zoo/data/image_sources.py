@@ -35,7 +35,7 @@ def read_idx(path: Path, *, magic: int) -> np.ndarray:
     header = 4 + 4 * ndim
     if len(data) < header or int.from_bytes(data[:4], "big") != magic:
         raise ValueError(f"{path} does not start with the IDX magic number {magic:#010x}; is it the right file?")
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    dims = [int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
     if len(data) != header + int(np.prod(dims)):
         raise ValueError(f"{path} has {len(data) - header} data bytes but its header promises {dims}; it is truncated")
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
@@ -43,8 +43,9 @@ def read_idx(path: Path, *, magic: int) -> np.ndarray:
 
 def load_mnist(data_dir: Path, *, split: str, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """split "test": the official 10k test images (what ../shared/data holds); "train": the 60k training images."""
-    images_file, labels_file = resolve_dataset("mnist" if split == "test" else "mnist_train", data_dir,
-                                               download_missing=download)
+    images_file, labels_file = resolve_dataset(
+        "mnist" if split == "test" else "mnist_train", data_dir, download_missing=download
+    )
     images = read_idx(images_file, magic=0x00000803)
     labels = read_idx(labels_file, magic=0x00000801)
     if len(images) != len(labels):
@@ -69,8 +70,10 @@ def load_cifar10(data_dir: Path, cache_dir: Path, *, download: bool) -> dict[str
         try:
             ds = CIFAR10(str(root), train=split == "train", download=False)
         except RuntimeError as error:  # torchvision's message for missing/corrupt batches
-            raise ValueError(f"CIFAR-10 under {root} is incomplete or corrupt ({error}); delete it and fetch "
-                             "cifar-10-python.tar.gz again (data.download=true)") from error
+            raise ValueError(
+                f"CIFAR-10 under {root} is incomplete or corrupt ({error}); delete it and fetch "
+                "cifar-10-python.tar.gz again (data.download=true)"
+            ) from error
         images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
         splits[split] = (images, torch.tensor(ds.targets, dtype=torch.int64))
     return splits
@@ -107,8 +110,9 @@ class CheckedImageFolder(ImageFolder):
                 image = Image.open(f)
                 image.load()
         except (OSError, UnidentifiedImageError, SyntaxError) as error:
-            raise ValueError(f"cannot read image {path} ({type(error).__name__}: {error}); "
-                             "replace or delete the file") from error
+            raise ValueError(
+                f"cannot read image {path} ({type(error).__name__}: {error}); replace or delete the file"
+            ) from error
         return image.convert("L" if getattr(self, "grayscale", False) else "RGB")
 
 

@@ -27,8 +27,14 @@ from .sources import default_data_dir
 # horizontal flip keeps the label (not for digits).
 DATASET_SPECS = {
     "mnist": dict(image_size=28, channels=1, mean=(0.1307,), std=(0.3081,), hflip=False, classes=MNIST_CLASSES),
-    "cifar10": dict(image_size=32, channels=3, mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
-                    hflip=True, classes=CIFAR10_CLASSES),
+    "cifar10": dict(
+        image_size=32,
+        channels=3,
+        mean=(0.4914, 0.4822, 0.4465),
+        std=(0.2470, 0.2435, 0.2616),
+        hflip=True,
+        classes=CIFAR10_CLASSES,
+    ),
 }
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -77,8 +83,9 @@ class ImageClassificationDataModule(L.LightningDataModule):
         if (dataset is None) == (image_folder is None):
             raise ValueError("give exactly one of data.dataset (mnist, cifar10) or data.image_folder (your own images)")
         if dataset is not None and dataset not in DATASET_SPECS:
-            raise ValueError(f"unknown image dataset '{dataset}'; choose one of {', '.join(DATASET_SPECS)} "
-                             "or give data.image_folder")
+            raise ValueError(
+                f"unknown image dataset '{dataset}'; choose one of {', '.join(DATASET_SPECS)} or give data.image_folder"
+            )
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if split_sizes is not None and (len(split_sizes) != 3 or any(s <= 0 for s in split_sizes)):
@@ -102,8 +109,14 @@ class ImageClassificationDataModule(L.LightningDataModule):
         channels = 1 if hp.grayscale else 3
         mean = (sum(IMAGENET_MEAN) / 3,) if hp.grayscale else IMAGENET_MEAN
         std = (sum(IMAGENET_STD) / 3,) if hp.grayscale else IMAGENET_STD
-        return dict(image_size=hp.image_size or 224, channels=channels, mean=mean, std=std, hflip=True,
-                    classes=self._classes_of_folder())
+        return dict(
+            image_size=hp.image_size or 224,
+            channels=channels,
+            mean=mean,
+            std=std,
+            hflip=True,
+            classes=self._classes_of_folder(),
+        )
 
     def _classes_of_folder(self) -> list[str]:
         if self._folder_classes is None:
@@ -135,8 +148,11 @@ class ImageClassificationDataModule(L.LightningDataModule):
         steps: list = [v2.ToImage()]  # PIL -> tensor; tensors pass through as images
         if hp.image_folder is not None:
             # Photos come in any size: random-resized crops for training, resize + center crop for evaluation.
-            steps += [v2.RandomResizedCrop(size, scale=(0.35, 1.0), antialias=True)] if train else [
-                v2.Resize(int(round(size / 0.875)), antialias=True), v2.CenterCrop(size)]
+            steps += (
+                [v2.RandomResizedCrop(size, scale=(0.35, 1.0), antialias=True)]
+                if train
+                else [v2.Resize(int(round(size / 0.875)), antialias=True), v2.CenterCrop(size)]
+            )
         elif size != spec_native(hp.dataset):
             steps.append(v2.Resize(size, antialias=True))
         if train:
@@ -208,7 +224,11 @@ class ImageClassificationDataModule(L.LightningDataModule):
             sizes = _counts(hp.split_sizes, len(pooled))
             order = torch.randperm(len(pooled), generator=generator).tolist()
             a, b = sizes[0], sizes[0] + sizes[1]
-            return {"train": (pooled, order[:a]), "val": (pooled, order[a:b]), "test": (pooled, order[b:b + sizes[2]])}
+            return {
+                "train": (pooled, order[:a]),
+                "val": (pooled, order[a:b]),
+                "test": (pooled, order[b : b + sizes[2]]),
+            }
         splits = {}
         if official_val is None:
             (val_count,) = _counts([hp.val_size], len(pool))
@@ -238,8 +258,14 @@ class ImageClassificationDataModule(L.LightningDataModule):
             sampler = resumable_sampler(dataset, seed=hp.seed, trainer=self.trainer, batch_size=batch)
         else:
             batch = hp.eval_batch_size or batch
-        return seeded_loader(dataset, sampler=sampler, batch_size=batch, seed=hp.seed,
-                             num_workers=hp.num_workers, collate_fn=self._collate() if train else default_collate)
+        return seeded_loader(
+            dataset,
+            sampler=sampler,
+            batch_size=batch,
+            seed=hp.seed,
+            num_workers=hp.num_workers,
+            collate_fn=self._collate() if train else default_collate,
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", train=True)

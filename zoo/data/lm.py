@@ -190,4 +190,3 @@ class LanguageModelDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader(DisjointWindows(self._splits["val"], self.hparams.block_size))
-

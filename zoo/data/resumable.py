@@ -82,10 +82,18 @@ def loader_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def seeded_loader(dataset, *, batch_size: int | None, seed: int, num_workers: int, sampler=None,
-                  **kwargs) -> DataLoader:
+def seeded_loader(
+    dataset, *, batch_size: int | None, seed: int, num_workers: int, sampler=None, **kwargs
+) -> DataLoader:
     """A loader that draws nothing from the global RNG when iterated. With a (training) sampler: in its order,
     whole batches only; without one: in dataset order, every item (evaluation)."""
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler,
-                      drop_last=sampler is not None and batch_size is not None, num_workers=num_workers,
-                      persistent_workers=num_workers > 0, generator=loader_generator(seed), **kwargs)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        drop_last=sampler is not None and batch_size is not None,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+        generator=loader_generator(seed),
+        **kwargs,
+    )

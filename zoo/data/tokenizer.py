@@ -23,7 +23,7 @@ class CharTokenizer:
         self.index = {c: i for i, c in enumerate(chars)}
 
     @classmethod
-    def train(cls, text: str) -> "CharTokenizer":
+    def train(cls, text: str) -> CharTokenizer:
         return cls("".join(sorted(set(text))))
 
     @property
@@ -56,7 +56,7 @@ class BPETokenizer:
         self.eos_id = tokenizer.token_to_id(EOS)
 
     @classmethod
-    def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
+    def train(cls, text: str, vocab_size: int) -> BPETokenizer:
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()

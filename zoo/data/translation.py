@@ -50,7 +50,10 @@ def read_parallel(source_path: Path, target_path: Path) -> tuple[list[str], list
     pairs = [(s.strip(), t.strip()) for s, t in zip(source, target)]
     kept = [(s, t) for s, t in pairs if s and t]
     if len(kept) < len(pairs):
-        warnings.warn(f"{source_path.name}/{target_path.name}: skipped {len(pairs) - len(kept)} pairs with an empty side")
+        warnings.warn(
+            f"{source_path.name}/{target_path.name}: skipped {len(pairs) - len(kept)} pairs with an empty side",
+            stacklevel=2,
+        )
     if not kept:
         raise ValueError(f"{source_path} and {target_path} hold no pair with text on both sides")
     return [s for s, _ in kept], [t for _, t in kept]
@@ -81,8 +84,14 @@ class TokenBatches(Dataset):
     """A dataset whose items are whole, padded batches (so that a DistributedSampler shards batches, not
     sentences, and Lightning needs no custom batch sampler)."""
 
-    def __init__(self, src: list[np.ndarray], tgt: list[np.ndarray], batches: list[np.ndarray],
-                 src_text: list[str] | None = None, tgt_text: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        src: list[np.ndarray],
+        tgt: list[np.ndarray],
+        batches: list[np.ndarray],
+        src_text: list[str] | None = None,
+        tgt_text: list[str] | None = None,
+    ) -> None:
         self.src, self.tgt, self.batches = src, tgt, batches
         self.src_text, self.tgt_text = src_text, tgt_text
 
@@ -186,8 +195,14 @@ class TranslationDataModule(L.LightningDataModule):
             return
         hp = self.hparams
         src, tgt = read_parallel(*self.split_files("train"))
-        tokenizer = TranslationTokenizer.train(src, tgt, vocab_size=hp.vocab_size, joint=hp.joint_vocab,
-                                               source_lang=hp.source_lang, target_lang=hp.target_lang)
+        tokenizer = TranslationTokenizer.train(
+            src,
+            tgt,
+            vocab_size=hp.vocab_size,
+            joint=hp.joint_vocab,
+            source_lang=hp.source_lang,
+            target_lang=hp.target_lang,
+        )
         folder.mkdir(parents=True, exist_ok=True)
         for split in SPLITS:
             if split != "train":
@@ -269,12 +284,14 @@ class TranslationDataModule(L.LightningDataModule):
         if split == "train":
             keep = np.flatnonzero(~too_long)
             if too_long.any():
-                warnings.warn(f"train: dropped {int(too_long.sum())} pairs longer than max_length={limit} tokens")
+                message = f"train: dropped {int(too_long.sum())} pairs longer than max_length={limit} tokens"
+                warnings.warn(message, stacklevel=2)
             src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
             src_lens, tgt_lens = src_lens[keep], tgt_lens[keep]
         else:
             if too_long.any():
-                warnings.warn(f"{split}: truncated {int(too_long.sum())} pairs longer than max_length={limit} tokens")
+                message = f"{split}: truncated {int(too_long.sum())} pairs longer than max_length={limit} tokens"
+                warnings.warn(message, stacklevel=2)
                 src = [x if len(x) <= limit else np.append(x[: limit - 1], EOS_ID) for x in src]
                 tgt = [y[: limit - 1] for y in tgt]
                 src_lens, tgt_lens = np.minimum(src_lens, limit), np.minimum(tgt_lens, limit)
@@ -284,15 +301,17 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _loader(self, dataset: TokenBatches, sampler=None) -> DataLoader:
         # batch_size=None: the items are already batches.
-        return seeded_loader(dataset, sampler=sampler, batch_size=None, seed=self.hparams.seed,
-                             num_workers=self.hparams.num_workers)
+        return seeded_loader(
+            dataset, sampler=sampler, batch_size=None, seed=self.hparams.seed, num_workers=self.hparams.num_workers
+        )
 
     def train_dataloader(self) -> DataLoader:
         # The batches are shuffled by seed and position (one item = one batch), so that a resumed run continues
         # exactly mid-epoch.
         dataset = self._dataset("train", seed=self.hparams.seed)
-        return self._loader(dataset, resumable_sampler(dataset, seed=self.hparams.seed, trainer=self.trainer,
-                                                       batch_size=1))
+        return self._loader(
+            dataset, resumable_sampler(dataset, seed=self.hparams.seed, trainer=self.trainer, batch_size=1)
+        )
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self._dataset("val", seed=None))

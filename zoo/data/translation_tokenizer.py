@@ -9,7 +9,7 @@ sacreBLEU can score: "Zwei junge, weiße Männer." -> ▁Zwei ▁junge , ▁wei�
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -23,8 +23,10 @@ def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
-         pre_tokenizers.Punctuation(behavior="isolated")]
+        [
+            pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
+            pre_tokenizers.Punctuation(behavior="isolated"),
+        ]
     )
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
@@ -47,8 +49,16 @@ class TranslationTokenizer:
                 raise ValueError(f"the {side} tokenizer has special tokens at {ids}, expected {SPECIAL_TOKENS} at 0-3")
 
     @classmethod
-    def train(cls, source_texts: list[str], target_texts: list[str], *, vocab_size: int, joint: bool,
-              source_lang: str, target_lang: str) -> "TranslationTokenizer":
+    def train(
+        cls,
+        source_texts: list[str],
+        target_texts: list[str],
+        *,
+        vocab_size: int,
+        joint: bool,
+        source_lang: str,
+        target_lang: str,
+    ) -> TranslationTokenizer:
         """joint: one BPE of `vocab_size` over both languages; else one of `vocab_size` per language."""
         if joint:
             shared = train_bpe(source_texts + target_texts, vocab_size)
@@ -93,16 +103,18 @@ class TranslationTokenizer:
         return self.target.decode(kept, skip_special_tokens=False)
 
     def to_json(self) -> str:
-        return json.dumps({
-            "kind": self.kind,
-            "source_lang": self.source_lang,
-            "target_lang": self.target_lang,
-            "source": self.source.to_str(),
-            "target": None if self.joint else self.target.to_str(),
-        })
+        return json.dumps(
+            {
+                "kind": self.kind,
+                "source_lang": self.source_lang,
+                "target_lang": self.target_lang,
+                "source": self.source.to_str(),
+                "target": None if self.joint else self.target.to_str(),
+            }
+        )
 
     @classmethod
-    def from_json(cls, data: str) -> "TranslationTokenizer":
+    def from_json(cls, data: str) -> TranslationTokenizer:
         spec = json.loads(data)
         if spec.get("kind") != cls.kind:
             raise ValueError(f"not a translation tokenizer (kind {spec.get('kind')!r}, expected {cls.kind!r})")

@@ -22,37 +22,41 @@ class WordPieceTokenizer:
     def __init__(self, tokenizer: Tokenizer) -> None:
         missing = [t for t in SPECIAL_TOKENS if tokenizer.token_to_id(t) is None]
         if missing:
-            raise ValueError(f"the WordPiece vocabulary lacks the special tokens {missing}; BERT needs "
-                             f"{', '.join(SPECIAL_TOKENS)}")
+            raise ValueError(
+                f"the WordPiece vocabulary lacks the special tokens {missing}; BERT needs {', '.join(SPECIAL_TOKENS)}"
+            )
         self.tokenizer = tokenizer
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            tokenizer.token_to_id(t) for t in SPECIAL_TOKENS)
+            tokenizer.token_to_id(t) for t in SPECIAL_TOKENS
+        )
         self.special_ids = frozenset((self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id))
         self.eos_id = None
 
     @staticmethod
     def _pipeline(tokenizer: Tokenizer, lowercase: bool) -> Tokenizer:
         # strip_accents=None follows `lowercase`, as in BERT's uncased/cased releases.
-        tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                          strip_accents=None, lowercase=lowercase)
+        tokenizer.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+        )
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece(prefix="##")
         return tokenizer
 
     @classmethod
-    def train(cls, texts, vocab_size: int, *, lowercase: bool = True, min_frequency: int = 2) -> "WordPieceTokenizer":
+    def train(cls, texts, vocab_size: int, *, lowercase: bool = True, min_frequency: int = 2) -> WordPieceTokenizer:
         """Learn a vocabulary of `vocab_size` entries (the five special tokens first: [PAD] is id 0) from an
         iterable of strings."""
         if vocab_size <= len(SPECIAL_TOKENS):
             raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
         tokenizer = cls._pipeline(Tokenizer(models.WordPiece(unk_token=UNK)), lowercase)
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+        )
         tokenizer.train_from_iterator(texts, trainer)
         return cls(tokenizer)
 
     @classmethod
-    def from_vocab_file(cls, path: str | Path, *, lowercase: bool | None = None) -> "WordPieceTokenizer":
+    def from_vocab_file(cls, path: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
         """Read a BERT vocab.txt (one token per line, the line number is the id). `lowercase=None` takes
         do_lower_case from a tokenizer_config.json beside it, else lowercases (the "uncased" models)."""
         path = Path(path)
@@ -69,8 +73,9 @@ class WordPieceTokenizer:
             if config.is_file():
                 lowercase = bool(json.loads(config.read_text()).get("do_lower_case", True))
         vocab = models.WordPiece.read_file(str(path))
-        return cls(cls._pipeline(Tokenizer(models.WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)),
-                                 lowercase))
+        return cls(
+            cls._pipeline(Tokenizer(models.WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)), lowercase)
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -111,7 +116,7 @@ class WordPieceTokenizer:
         return json.dumps({"kind": self.kind, "tokenizer": self.tokenizer.to_str()})
 
     @classmethod
-    def from_json(cls, data: str) -> "WordPieceTokenizer":
+    def from_json(cls, data: str) -> WordPieceTokenizer:
         spec = json.loads(data)
         if spec.get("kind") != cls.kind:
             raise ValueError(f"expected a WordPiece tokenizer, got kind {spec.get('kind')!r}")
@@ -131,6 +136,8 @@ def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) 
             raise ValueError(f"{path} stores no tokenizer; it is not a zoo BERT checkpoint")
         return WordPieceTokenizer.from_json(stored)
     if not path.exists():
-        raise FileNotFoundError(f"pretrained model not found: {path.resolve()}; give a Hugging Face BERT directory "
-                                "or a zoo checkpoint (.ckpt)")
+        raise FileNotFoundError(
+            f"pretrained model not found: {path.resolve()}; give a Hugging Face BERT directory "
+            "or a zoo checkpoint (.ckpt)"
+        )
     return WordPieceTokenizer.from_vocab_file(path, lowercase=lowercase)

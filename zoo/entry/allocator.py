@@ -30,6 +30,8 @@ def keep_freed_memory(*, mmap_threshold: int = 1 << 30, trim_threshold: int = _L
     except (OSError, AttributeError, TypeError):  # no C library found, or not glibc (musl has no mallopt)
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    accepted = [mallopt(_M_MMAP_THRESHOLD, min(mmap_threshold, _LARGEST)),
-                mallopt(_M_TRIM_THRESHOLD, min(trim_threshold, _LARGEST))]
+    accepted = [
+        mallopt(_M_MMAP_THRESHOLD, min(mmap_threshold, _LARGEST)),
+        mallopt(_M_TRIM_THRESHOLD, min(trim_threshold, _LARGEST)),
+    ]
     return all(r == 1 for r in accepted)

@@ -45,7 +45,7 @@ def evaluate() -> None:
         _evaluate()
 
 
-@one_line_errors
+@one_line_errors(hydra_job=False)
 def generate(argv: list[str] | None = None) -> None:
     """`zoo-generate CKPT --prompt "ROMEO:"` (GPT) or `zoo-generate CKPT --source "..."` (Transformer)."""
     from zoo.entry.generate import parse_args, run

@@ -40,16 +40,19 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def one_line_errors(fn):
+def one_line_errors(fn=None, *, hydra_job: bool = True):
     """Run `fn`; on a user error print `error: <message>` to stderr and exit 1 without a traceback (in a multirun:
-    see `_failed_job`)."""
+    see `_failed_job`). `hydra_job=False` for the argparse commands (generate, export), which are never a job of a
+    sweep, whatever Hydra state the process holds."""
+    if fn is None:
+        return functools.partial(one_line_errors, hydra_job=hydra_job)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except Exception as error:
-            if _in_multirun():
+            if hydra_job and _in_multirun():
                 return _failed_job(error)
             cause = _root_cause(error)
             if full_error_requested() or not isinstance(cause, USER_ERRORS):

@@ -9,7 +9,11 @@ from zoo.entry.builders import build_loggers, task_inputs
 from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
 # task name stored in checkpoints -> LightningModule class
-TASKS = {"mlm_nsp": "zoo.tasks.BertPretrainingTask", "sequence_classification": "zoo.tasks.SequenceClassificationTask", "causal_lm": "zoo.tasks.CausalLMTask"}
+TASKS = {
+    "mlm_nsp": "zoo.tasks.BertPretrainingTask",
+    "sequence_classification": "zoo.tasks.SequenceClassificationTask",
+    "causal_lm": "zoo.tasks.CausalLMTask",
+}
 TASKS["seq2seq"] = "zoo.tasks.Seq2SeqTask"
 TASKS["image_classification"] = "zoo.tasks.ImageClassificationTask"
 SPLITS = ("val", "test")

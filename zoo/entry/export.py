@@ -24,15 +24,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="zoo-export",
         description="Export a checkpoint written by train.py: by default as a Hugging Face directory (config.json, "
-                    "model.safetensors, tokenizer or image-processor files, generation_config.json for GPT).",
+        "model.safetensors, tokenizer or image-processor files, generation_config.json for GPT).",
     )
     p.add_argument("checkpoint", help="a .ckpt file, e.g. logs/.../checkpoints/last.ckpt")
     p.add_argument("directory", help="where to write the files (created; must be empty unless --overwrite)")
-    p.add_argument("--format", choices=("hf", "zoo"), default="hf",
-                   help="hf: for transformers (GPT, BERT, ViT); zoo: zoo's own config.json + model.safetensors for "
-                        "ZooModel.from_pretrained, for any model (default: hf)")
-    p.add_argument("--labels", default=None, metavar="A,B,...",
-                   help="class names in class-id order, for a classifier whose checkpoint records none")
+    p.add_argument(
+        "--format",
+        choices=("hf", "zoo"),
+        default="hf",
+        help="hf: for transformers (GPT, BERT, ViT); zoo: zoo's own config.json + model.safetensors for "
+        "ZooModel.from_pretrained, for any model (default: hf)",
+    )
+    p.add_argument(
+        "--labels",
+        default=None,
+        metavar="A,B,...",
+        help="class names in class-id order, for a classifier whose checkpoint records none",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the files of an earlier export in DIRECTORY")
     return p.parse_args(argv)
 
@@ -81,15 +89,24 @@ def run(args: argparse.Namespace) -> list[str]:
     labels = class_names(checkpoint, info, args.labels)
     classifier = info.get("task") in ("sequence_classification", "image_classification")
     if labels is not None and not classifier:
-        raise ValueError(f"--labels was given, but {args.checkpoint} holds a '{info.get('task')}' model, "
-                         "not a classifier")
+        raise ValueError(
+            f"--labels was given, but {args.checkpoint} holds a '{info.get('task')}' model, not a classifier"
+        )
     check_exportable(model)  # before touching the directory
     _prepare(directory, args.overwrite, EXPORT_FILES)
-    files = export_hf(model, directory, tokenizer_json=info.get("tokenizer"), labels=labels,
-                      image_mean=info.get("image_mean"), image_std=info.get("image_std"))
+    files = export_hf(
+        model,
+        directory,
+        tokenizer_json=info.get("tokenizer"),
+        labels=labels,
+        image_mean=info.get("image_mean"),
+        image_std=info.get("image_std"),
+    )
     if classifier and labels is None:
-        _note(f"{args.checkpoint} records no class names, so config.json names the classes LABEL_0, LABEL_1, ...; "
-              "pass --labels to name them")
+        _note(
+            f"{args.checkpoint} records no class names, so config.json names the classes LABEL_0, LABEL_1, ...; "
+            "pass --labels to name them"
+        )
     if info.get("task") in ("causal_lm", "mlm_nsp", "sequence_classification") and not info.get("tokenizer"):
         _note(f"{args.checkpoint} stores no tokenizer, so none was exported")
     if info.get("model_type") == "vit" and info.get("image_mean") is None:
@@ -97,7 +114,7 @@ def run(args: argparse.Namespace) -> list[str]:
     return files
 
 
-@one_line_errors
+@one_line_errors(hydra_job=False)
 def main(argv=None) -> None:
     args = parse_args(argv)
     files = run(args)

@@ -18,15 +18,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("checkpoint", help="a .ckpt file, e.g. logs/.../checkpoints/last.ckpt")
     t = p.add_argument_group("translation (Transformer checkpoints)")
-    t.add_argument("--source", action="append", default=None, metavar="SENTENCE",
-                   help="a sentence to translate; repeat for several")
-    t.add_argument("--input", default=None, metavar="FILE",
-                   help="a file of sentences to translate, one per line ('-' reads stdin); an empty line gives an "
-                        "empty translation")
+    t.add_argument(
+        "--source",
+        action="append",
+        default=None,
+        metavar="SENTENCE",
+        help="a sentence to translate; repeat for several",
+    )
+    t.add_argument(
+        "--input",
+        default=None,
+        metavar="FILE",
+        help="a file of sentences to translate, one per line ('-' reads stdin); an empty line gives an "
+        "empty translation",
+    )
     t.add_argument("--beam-size", type=int, default=5, help="1 for greedy decoding (default: 5)")
     t.add_argument("--length-penalty", type=float, default=0.6, help="GNMT's alpha (default: 0.6)")
-    t.add_argument("--max-len-b", type=int, default=50,
-                   help="a translation has at most source length + this many tokens (default: 50)")
+    t.add_argument(
+        "--max-len-b",
+        type=int,
+        default=50,
+        help="a translation has at most source length + this many tokens (default: 50)",
+    )
     t.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
     s = p.add_argument_group("sampling (GPT checkpoints)")
     s.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
@@ -99,9 +112,13 @@ def translate(args: argparse.Namespace) -> list[str]:
         for r, i in enumerate(rows):
             src[r, : len(encoded[i])] = torch.tensor(encoded[i])
             mask[r, : len(encoded[i])] = 1
-        result = model.generate(src.to(device), mask.to(device), beam_size=args.beam_size,
-                                length_penalty=args.length_penalty,
-                                max_new_tokens=min(limit, width + args.max_len_b))
+        result = model.generate(
+            src.to(device),
+            mask.to(device),
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
+            max_new_tokens=min(limit, width + args.max_len_b),
+        )
         for r, i in enumerate(rows):
             out[i] = tokenizer.decode(result[r].tolist())
     return out

@@ -119,6 +119,9 @@ class SweepSummary(Callback):
         if failed:
             # Hydra ignores what a callback raises (it warns); an exit status is what a script or scheduler reads.
             where = ", ".join(r["dir"] for r in failed)
-            print(f"error: {len(failed)} job(s) of the sweep failed: {where}; see {sweep_dir / 'summary.md'}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"error: {len(failed)} job(s) of the sweep failed: {where}; see {sweep_dir / 'summary.md'}",
+                file=sys.stderr,
+                flush=True,
+            )
             sys.exit(1)

@@ -13,8 +13,11 @@ import torch
 from zoo.models.bert import BERT
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
-_ARCHITECTURES = {"pretraining": "BertForPreTraining", "none": "BertModel",
-                  "classification": "BertForSequenceClassification"}
+_ARCHITECTURES = {
+    "pretraining": "BertForPreTraining",
+    "none": "BertModel",
+    "classification": "BertForSequenceClassification",
+}
 
 # HF name (below "bert.") -> zoo name, outside the layers.
 _TOP = {
@@ -53,8 +56,12 @@ _HEADS = {
 }
 _QKV = ("query", "key", "value")
 # Tensors HF may store that carry nothing of their own: tied copies and index buffers.
-_SKIP = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias", "embeddings.position_ids",
-         "embeddings.token_type_ids")
+_SKIP = (
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+    "embeddings.position_ids",
+    "embeddings.token_type_ids",
+)
 
 
 def _head_of(hf: dict, names: set[str]) -> str:
@@ -64,8 +71,10 @@ def _head_of(hf: dict, names: set[str]) -> str:
     if "cls.seq_relationship.weight" in names:
         return "pretraining"
     if any(n.startswith("cls.") for n in names):
-        raise ValueError(f"BERT checkpoint with architectures {hf.get('architectures')} is not supported; "
-                         "zoo reads BertForPreTraining, BertModel and BertForSequenceClassification")
+        raise ValueError(
+            f"BERT checkpoint with architectures {hf.get('architectures')} is not supported; "
+            "zoo reads BertForPreTraining, BertModel and BertForSequenceClassification"
+        )
     return "none"
 
 
@@ -74,8 +83,10 @@ def config_from_hf(hf: dict, head: str) -> dict:
     if activation not in _ACTIVATIONS:
         raise ValueError(f"BERT hidden_act '{activation}' is not supported; use one of {list(_ACTIVATIONS)}")
     if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"BERT position_embedding_type '{hf['position_embedding_type']}' is not supported "
-                         "(zoo's BERT has absolute learned positions)")
+        raise ValueError(
+            f"BERT position_embedding_type '{hf['position_embedding_type']}' is not supported "
+            "(zoo's BERT has absolute learned positions)"
+        )
     if hf.get("is_decoder") or hf.get("add_cross_attention"):
         raise ValueError("BERT as a decoder (is_decoder / add_cross_attention) is not supported by zoo's BERT")
     if hf.get("tie_word_embeddings", True) is False and head == "pretraining":

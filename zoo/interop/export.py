@@ -17,8 +17,13 @@ from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
 # zoo's generate.py samples with these by default; the exported model does the same unless told otherwise
 # (pipeline(..., do_sample=False) for greedy decoding).
 SAMPLING_DEFAULTS = {"do_sample": True, "temperature": 0.8, "top_k": 200}
-EXPORT_FILES = ("config.json", "model.safetensors", "generation_config.json", "preprocessor_config.json",
-                *TOKENIZER_FILES)
+EXPORT_FILES = (
+    "config.json",
+    "model.safetensors",
+    "generation_config.json",
+    "preprocessor_config.json",
+    *TOKENIZER_FILES,
+)
 
 
 def _save_generation_config(directory: Path, token_ids: dict[str, int | None]) -> None:
@@ -48,9 +53,15 @@ def _num_classes(model: ZooModel) -> int | None:
     return None
 
 
-def export_hf(model: ZooModel, directory: str | Path, *, tokenizer_json: str | None = None,
-              labels: list[str] | None = None, image_mean: list[float] | None = None,
-              image_std: list[float] | None = None) -> list[str]:
+def export_hf(
+    model: ZooModel,
+    directory: str | Path,
+    *,
+    tokenizer_json: str | None = None,
+    labels: list[str] | None = None,
+    image_mean: list[float] | None = None,
+    image_std: list[float] | None = None,
+) -> list[str]:
     """Write `model` and what it was trained with as a Hugging Face directory; returns the file names written.
 
     tokenizer_json: the zoo tokenizer of a GPT or BERT (a checkpoint's "zoo" section stores it).
@@ -81,6 +92,5 @@ def export_hf(model: ZooModel, directory: str | Path, *, tokenizer_json: str | N
         _save_generation_config(directory, token_ids)
     if image_mean is not None:
         c = model.config
-        save_image_processor(directory, image_size=c.image_size, mean=image_mean, std=image_std,
-                             channels=c.in_channels)
+        save_image_processor(directory, image_size=c.image_size, mean=image_mean, std=image_std, channels=c.in_channels)
     return sorted(p.name for p in directory.iterdir() if p.name in EXPORT_FILES)

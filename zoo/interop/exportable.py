@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from zoo.models import Transformer, ZooModel
 
-ZOO_FORMAT_HINT = ("save it in zoo's own format instead: `zoo-export CKPT DIR --format zoo` or "
-                   "`model.save_pretrained(DIR)`, read back with `ZooModel.from_pretrained(DIR)`")
+ZOO_FORMAT_HINT = (
+    "save it in zoo's own format instead: `zoo-export CKPT DIR --format zoo` or "
+    "`model.save_pretrained(DIR)`, read back with `ZooModel.from_pretrained(DIR)`"
+)
 
 
 def check_exportable(model: ZooModel) -> None:

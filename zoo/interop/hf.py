@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.models import GPT, ZooModel
-from zoo.models import BERT
+from zoo.models import BERT, GPT, ZooModel
 
-from . import gpt2
-from . import bert
-from . import vit
+from . import bert, gpt2, vit
 from .exportable import check_exportable
 from .hf_files import read_config, read_weights, write_checkpoint
 
@@ -42,8 +39,10 @@ def label_maps(labels: list[str], num_classes: int | None) -> tuple[dict[str, st
         raise ValueError("labels were given, but the model has no classifier to name")
     labels = [str(label) for label in labels]
     if len(labels) != num_classes:
-        raise ValueError(f"{len(labels)} labels {labels} were given for a classifier of {num_classes} classes; "
-                         "give one name per class, in class-id order")
+        raise ValueError(
+            f"{len(labels)} labels {labels} were given for a classifier of {num_classes} classes; "
+            "give one name per class, in class-id order"
+        )
     if len(set(labels)) != len(labels):
         raise ValueError(f"the label names {labels} repeat a name; label2id needs distinct names")
     return {str(i): label for i, label in enumerate(labels)}, {label: i for i, label in enumerate(labels)}
@@ -60,8 +59,13 @@ def _set_token_ids(config: dict, token_ids: dict[str, int | None]) -> None:
         config[key] = int(value)
 
 
-def save_hf(model: ZooModel, path: str | Path, *, labels: list[str] | None = None,
-            token_ids: dict[str, int | None] | None = None) -> None:
+def save_hf(
+    model: ZooModel,
+    path: str | Path,
+    *,
+    labels: list[str] | None = None,
+    token_ids: dict[str, int | None] | None = None,
+) -> None:
     """Write `model` as a Hugging Face checkpoint directory (config.json + model.safetensors) that
     `from_pretrained` loads.
 

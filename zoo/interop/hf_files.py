@@ -34,8 +34,11 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
         weights: dict[str, torch.Tensor] = {}
         for shard in sorted(set(index["weight_map"].values())):
             file = directory / shard
-            weights.update(load_file(file) if shard.endswith(".safetensors")
-                           else torch.load(file, map_location="cpu", weights_only=True))
+            weights.update(
+                load_file(file)
+                if shard.endswith(".safetensors")
+                else torch.load(file, map_location="cpu", weights_only=True)
+            )
         return weights
     raise FileNotFoundError(f"no weights in {directory}: expected one of {', '.join(WEIGHT_FILES)}")
 
@@ -44,5 +47,8 @@ def write_checkpoint(path: str | Path, config: dict, weights: dict[str, torch.Te
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, directory / "model.safetensors",
-              metadata={"format": "pt"})
+    save_file(
+        {k: v.detach().contiguous().cpu() for k, v in weights.items()},
+        directory / "model.safetensors",
+        metadata={"format": "pt"},
+    )

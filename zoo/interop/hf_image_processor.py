@@ -14,11 +14,13 @@ from pathlib import Path
 PIL_BILINEAR = 2  # PIL.Image.Resampling.BILINEAR, as transformers stores it
 
 
-def save_image_processor(directory: str | Path, *, image_size: int, mean: list[float], std: list[float],
-                         channels: int) -> None:
+def save_image_processor(
+    directory: str | Path, *, image_size: int, mean: list[float], std: list[float], channels: int
+) -> None:
     if len(mean) != channels or len(std) != channels:
-        raise ValueError(f"image_mean {mean} / image_std {std} do not have one value per channel of the model "
-                         f"({channels} channels)")
+        raise ValueError(
+            f"image_mean {mean} / image_std {std} do not have one value per channel of the model ({channels} channels)"
+        )
     config = {
         "image_processor_type": "ViTImageProcessor",
         "do_resize": True,

@@ -22,20 +22,34 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 
 EOS = "<|endoftext|>"
-BERT_SPECIAL = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                "mask_token": "[MASK]"}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
-                   "vocab.txt")
+BERT_SPECIAL = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+)
 
 
 def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _write_configs(directory: Path, tokenizer_class: str, special: dict[str, str], model_max_length: int,
-                   **options) -> None:
-    _write_json(directory / "tokenizer_config.json", {"tokenizer_class": tokenizer_class,
-                                                     "model_max_length": model_max_length, **special, **options})
+def _write_configs(
+    directory: Path, tokenizer_class: str, special: dict[str, str], model_max_length: int, **options
+) -> None:
+    _write_json(
+        directory / "tokenizer_config.json",
+        {"tokenizer_class": tokenizer_class, "model_max_length": model_max_length, **special, **options},
+    )
     _write_json(directory / "special_tokens_map.json", special)
 
 
@@ -49,8 +63,16 @@ def _bpe(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | 
     tokenizer.save(str(directory / "tokenizer.json"))
     tokenizer.model.save(str(directory))  # vocab.json + merges.txt
     special = {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS}
-    _write_configs(directory, "GPT2Tokenizer", special, model_max_length, add_prefix_space=False,
-                   add_bos_token=False, clean_up_tokenization_spaces=False, errors="replace")
+    _write_configs(
+        directory,
+        "GPT2Tokenizer",
+        special,
+        model_max_length,
+        add_prefix_space=False,
+        add_bos_token=False,
+        clean_up_tokenization_spaces=False,
+        errors="replace",
+    )
     return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": None}
 
 
@@ -62,14 +84,24 @@ def _wordpiece(spec: dict, directory: Path, model_max_length: int) -> dict[str, 
         raise ValueError(f"the WordPiece vocabulary lacks BERT's special tokens {missing}")
     cls, sep = BERT_SPECIAL["cls_token"], BERT_SPECIAL["sep_token"]
     tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
-        special_tokens=[(cls, ids["cls_token"]), (sep, ids["sep_token"])])
+        single=f"{cls}:0 $A:0 {sep}:0",
+        pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, ids["cls_token"]), (sep, ids["sep_token"])],
+    )
     tokenizer.save(str(directory / "tokenizer.json"))
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
     (directory / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
     lowercase = bool(json.loads(tokenizer.normalizer.__getstate__())["lowercase"])
-    _write_configs(directory, "BertTokenizer", dict(BERT_SPECIAL), model_max_length, do_lower_case=lowercase,
-                   strip_accents=None, tokenize_chinese_chars=True, clean_up_tokenization_spaces=True)
+    _write_configs(
+        directory,
+        "BertTokenizer",
+        dict(BERT_SPECIAL),
+        model_max_length,
+        do_lower_case=lowercase,
+        strip_accents=None,
+        tokenize_chinese_chars=True,
+        clean_up_tokenization_spaces=True,
+    )
     return {"pad_token_id": ids["pad_token"], "bos_token_id": None, "eos_token_id": None}
 
 

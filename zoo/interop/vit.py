@@ -24,21 +24,36 @@ _HEADS_BY_WIDTH = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
 _HEADS_BY_TIMM_SIZE = {"tiny": 3, "small": 6, "base": 12, "large": 16, "huge": 16}
 
 _BLOCK = {  # our suffix within a block -> timm's
-    "norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias",
-    "self_attn.qkv.weight": "attn.qkv.weight", "self_attn.qkv.bias": "attn.qkv.bias",
-    "self_attn.out.weight": "attn.proj.weight", "self_attn.out.bias": "attn.proj.bias",
-    "norm2.weight": "norm2.weight", "norm2.bias": "norm2.bias",
-    "ff.fc1.weight": "mlp.fc1.weight", "ff.fc1.bias": "mlp.fc1.bias",
-    "ff.fc2.weight": "mlp.fc2.weight", "ff.fc2.bias": "mlp.fc2.bias",
+    "norm1.weight": "norm1.weight",
+    "norm1.bias": "norm1.bias",
+    "self_attn.qkv.weight": "attn.qkv.weight",
+    "self_attn.qkv.bias": "attn.qkv.bias",
+    "self_attn.out.weight": "attn.proj.weight",
+    "self_attn.out.bias": "attn.proj.bias",
+    "norm2.weight": "norm2.weight",
+    "norm2.bias": "norm2.bias",
+    "ff.fc1.weight": "mlp.fc1.weight",
+    "ff.fc1.bias": "mlp.fc1.bias",
+    "ff.fc2.weight": "mlp.fc2.weight",
+    "ff.fc2.bias": "mlp.fc2.bias",
 }
 _TORCHVISION_BLOCK = {
-    "ln_1": "norm1", "ln_2": "norm2", "self_attention.in_proj_weight": "self_attn.qkv.weight",
-    "self_attention.in_proj_bias": "self_attn.qkv.bias", "self_attention.out_proj": "self_attn.out",
-    "mlp.0": "ff.fc1", "mlp.3": "ff.fc2", "mlp.linear_1": "ff.fc1", "mlp.linear_2": "ff.fc2",
+    "ln_1": "norm1",
+    "ln_2": "norm2",
+    "self_attention.in_proj_weight": "self_attn.qkv.weight",
+    "self_attention.in_proj_bias": "self_attn.qkv.bias",
+    "self_attention.out_proj": "self_attn.out",
+    "mlp.0": "ff.fc1",
+    "mlp.3": "ff.fc2",
+    "mlp.linear_1": "ff.fc1",
+    "mlp.linear_2": "ff.fc2",
 }
 _HF_BLOCK = {
-    "layernorm_before": "norm1", "layernorm_after": "norm2", "attention.output.dense": "self_attn.out",
-    "intermediate.dense": "ff.fc1", "output.dense": "ff.fc2",
+    "layernorm_before": "norm1",
+    "layernorm_after": "norm2",
+    "attention.output.dense": "self_attn.out",
+    "intermediate.dense": "ff.fc1",
+    "output.dense": "ff.fc2",
 }
 
 
@@ -93,8 +108,9 @@ def _patch_geometry(weight: torch.Tensor, source: str) -> tuple[int, int, int]:
 
 
 # ---- timm ------------------------------------------------------------------------------------------------------
-def from_timm_state_dict(sd: dict[str, torch.Tensor], *, num_heads: int | None = None, image_size: int | None = None,
-                         **overrides) -> ViT:
+def from_timm_state_dict(
+    sd: dict[str, torch.Tensor], *, num_heads: int | None = None, image_size: int | None = None, **overrides
+) -> ViT:
     """A timm `VisionTransformer` state dict -> ViT. `fc_norm.weight` marks global average pooling."""
     sd = {k.removeprefix("module."): v for k, v in sd.items()}
     embed_dim, in_channels, patch = _patch_geometry(sd["patch_embed.proj.weight"], "timm")
@@ -105,12 +121,21 @@ def from_timm_state_dict(sd: dict[str, torch.Tensor], *, num_heads: int | None =
         raise ValueError("this timm ViT keeps no position for the class token (no_embed_class); zoo's ViT does")
     avg = "fc_norm.weight" in sd
     depth = _layer_count(sd, r"blocks\.(\d+)\.")
-    config = dict(
-        image_size=grid_of(rows, prefix) * patch, patch_size=patch, in_channels=in_channels,
-        num_classes=sd["head.weight"].shape[0] if "head.weight" in sd else 0, embed_dim=embed_dim, depth=depth,
-        num_heads=_heads(embed_dim, num_heads, "timm"), mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0],
-        pool="avg" if avg else "token", class_token=class_token,
-    ) | overrides
+    config = (
+        dict(
+            image_size=grid_of(rows, prefix) * patch,
+            patch_size=patch,
+            in_channels=in_channels,
+            num_classes=sd["head.weight"].shape[0] if "head.weight" in sd else 0,
+            embed_dim=embed_dim,
+            depth=depth,
+            num_heads=_heads(embed_dim, num_heads, "timm"),
+            mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0],
+            pool="avg" if avg else "token",
+            class_token=class_token,
+        )
+        | overrides
+    )
     ours_by_timm = {v: k for k, v in _BLOCK.items()}
     state: dict[str, torch.Tensor] = {}
     unknown = []
@@ -129,30 +154,49 @@ def from_timm_state_dict(sd: dict[str, torch.Tensor], *, num_heads: int | None =
             unknown.append(name)
     if unknown:
         raise ValueError(
-            f"timm ViT weights use features zoo's ViT lacks (e.g. LayerScale, register tokens, a pre-norm): {unknown[:6]}"
+            "timm ViT weights use features zoo's ViT lacks (e.g. LayerScale, register tokens, a pre-norm): "
+            f"{unknown[:6]}"
         )
     return _build(config, state, image_size, "timm")
 
 
 # ---- torchvision -----------------------------------------------------------------------------------------------
-def from_torchvision_state_dict(sd: dict[str, torch.Tensor], *, num_heads: int | None = None,
-                                image_size: int | None = None, **overrides) -> ViT:
+def from_torchvision_state_dict(
+    sd: dict[str, torch.Tensor], *, num_heads: int | None = None, image_size: int | None = None, **overrides
+) -> ViT:
     """A `torchvision.models.VisionTransformer` state dict -> ViT (class token, no pre-logits layer)."""
     if any(k.startswith("heads.pre_logits") for k in sd):
         raise ValueError("torchvision ViT with representation_size (a pre-logits layer) is not supported")
     embed_dim, in_channels, patch = _patch_geometry(sd["conv_proj.weight"], "torchvision")
     rows = sd["encoder.pos_embedding"].shape[1]
     depth = _layer_count(sd, r"encoder\.layers\.encoder_layer_(\d+)\.")
-    fc1 = next(v for k, v in sd.items() if re.fullmatch(r"encoder\.layers\.encoder_layer_0\.mlp\.(0|linear_1)\.weight", k))
-    config = dict(
-        image_size=grid_of(rows, 1) * patch, patch_size=patch, in_channels=in_channels,
-        num_classes=sd["heads.head.weight"].shape[0], embed_dim=embed_dim, depth=depth,
-        num_heads=_heads(embed_dim, num_heads, "torchvision"), mlp_dim=fc1.shape[0], pool="token",
-    ) | overrides
+    fc1 = next(
+        v for k, v in sd.items() if re.fullmatch(r"encoder\.layers\.encoder_layer_0\.mlp\.(0|linear_1)\.weight", k)
+    )
+    config = (
+        dict(
+            image_size=grid_of(rows, 1) * patch,
+            patch_size=patch,
+            in_channels=in_channels,
+            num_classes=sd["heads.head.weight"].shape[0],
+            embed_dim=embed_dim,
+            depth=depth,
+            num_heads=_heads(embed_dim, num_heads, "torchvision"),
+            mlp_dim=fc1.shape[0],
+            pool="token",
+        )
+        | overrides
+    )
     state: dict[str, torch.Tensor] = {}
-    top = {"class_token": "cls_token", "conv_proj.weight": "patch_embed.proj.weight",
-           "conv_proj.bias": "patch_embed.proj.bias", "encoder.ln.weight": "norm.weight",
-           "encoder.ln.bias": "norm.bias", "heads.head.weight": "head.weight", "heads.head.bias": "head.bias"}
+    top = {
+        "class_token": "cls_token",
+        "conv_proj.weight": "patch_embed.proj.weight",
+        "conv_proj.bias": "patch_embed.proj.bias",
+        "encoder.ln.weight": "norm.weight",
+        "encoder.ln.bias": "norm.bias",
+        "heads.head.weight": "head.weight",
+        "heads.head.bias": "head.bias",
+    }
     for name, tensor in sd.items():
         if name in top:
             state[top[name]] = tensor
@@ -162,7 +206,7 @@ def from_torchvision_state_dict(sd: dict[str, torch.Tensor], *, num_heads: int |
             rest = m.group(2)
             for theirs, ours in _TORCHVISION_BLOCK.items():
                 if rest == theirs or rest.startswith(theirs + "."):
-                    state[f"blocks.layers.{m.group(1)}.{ours}{rest[len(theirs):]}"] = tensor
+                    state[f"blocks.layers.{m.group(1)}.{ours}{rest[len(theirs) :]}"] = tensor
                     break
             else:
                 raise ValueError(f"unexpected tensor '{name}' in torchvision ViT weights")
@@ -190,11 +234,17 @@ def config_from_hf(hf: dict) -> dict:
         raise ValueError("HF ViT with qkv_bias=false is not supported; zoo's ViT has Q/K/V biases")
     labels = hf.get("id2label")
     return dict(
-        image_size=hf.get("image_size", 224), patch_size=hf.get("patch_size", 16),
-        in_channels=hf.get("num_channels", 3), num_classes=len(labels) if labels else hf.get("num_labels", 2),
-        embed_dim=hf["hidden_size"], depth=hf["num_hidden_layers"], num_heads=hf["num_attention_heads"],
-        mlp_dim=hf["intermediate_size"], dropout=hf.get("hidden_dropout_prob", 0.0),
-        attn_dropout=hf.get("attention_probs_dropout_prob", 0.0), norm_eps=hf.get("layer_norm_eps", 1e-12),
+        image_size=hf.get("image_size", 224),
+        patch_size=hf.get("patch_size", 16),
+        in_channels=hf.get("num_channels", 3),
+        num_classes=len(labels) if labels else hf.get("num_labels", 2),
+        embed_dim=hf["hidden_size"],
+        depth=hf["num_hidden_layers"],
+        num_heads=hf["num_attention_heads"],
+        mlp_dim=hf["intermediate_size"],
+        dropout=hf.get("hidden_dropout_prob", 0.0),
+        attn_dropout=hf.get("attention_probs_dropout_prob", 0.0),
+        norm_eps=hf.get("layer_norm_eps", 1e-12),
     )
 
 
@@ -248,11 +298,21 @@ def save(model: ViT) -> tuple[dict, dict[str, torch.Tensor]]:
     if c.norm != "layernorm" or c.pool != "token" or not c.class_token or c.num_classes == 0:
         raise ValueError("only a LayerNorm ViT with a class token, token pooling and a head exports to Hugging Face")
     config = {
-        "architectures": ["ViTForImageClassification"], "model_type": "vit", "hidden_size": c.embed_dim,
-        "num_hidden_layers": c.depth, "num_attention_heads": c.num_heads, "intermediate_size": c.mlp_dim,
-        "hidden_act": "gelu", "hidden_dropout_prob": c.dropout, "attention_probs_dropout_prob": c.attn_dropout,
-        "layer_norm_eps": c.norm_eps, "image_size": c.image_size, "patch_size": c.patch_size,
-        "num_channels": c.in_channels, "qkv_bias": True, "encoder_stride": c.patch_size,
+        "architectures": ["ViTForImageClassification"],
+        "model_type": "vit",
+        "hidden_size": c.embed_dim,
+        "num_hidden_layers": c.depth,
+        "num_attention_heads": c.num_heads,
+        "intermediate_size": c.mlp_dim,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": c.dropout,
+        "attention_probs_dropout_prob": c.attn_dropout,
+        "layer_norm_eps": c.norm_eps,
+        "image_size": c.image_size,
+        "patch_size": c.patch_size,
+        "num_channels": c.in_channels,
+        "qkv_bias": True,
+        "encoder_stride": c.patch_size,
         "id2label": {str(i): f"LABEL_{i}" for i in range(c.num_classes)},
         "label2id": {f"LABEL_{i}": i for i in range(c.num_classes)},
     }
@@ -335,7 +395,10 @@ def load_vit(path: str | Path, *, num_heads: int | None = None, image_size: int 
         return from_torchvision_state_dict(sd, num_heads=num_heads, image_size=image_size, **overrides)
     hf_keys = [k for k in sd if "embeddings.patch_embeddings" in k]
     if hf_keys:
-        raise ValueError(f"{path} holds Hugging Face ViT weights; load the checkpoint directory with its "
-                         "config.json (zoo.interop.load_hf) instead of the bare weight file")
-    raise ValueError(f"{path} does not look like timm, torchvision or Hugging Face ViT weights "
-                     f"(first keys: {list(sd)[:4]})")
+        raise ValueError(
+            f"{path} holds Hugging Face ViT weights; load the checkpoint directory with its "
+            "config.json (zoo.interop.load_hf) instead of the bare weight file"
+        )
+    raise ValueError(
+        f"{path} does not look like timm, torchvision or Hugging Face ViT weights (first keys: {list(sd)[:4]})"
+    )

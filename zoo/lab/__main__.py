@@ -17,8 +17,11 @@ def cmd_list(_args) -> int:
     for name in question_names():
         lab = question(name)
         print(f"{name}: {lab.get('title', '')}")
-        print(textwrap.fill(f"claim: {lab.get('claim', '(none)')}", width=110, initial_indent="    ",
-                            subsequent_indent="    "))
+        print(
+            textwrap.fill(
+                f"claim: {lab.get('claim', '(none)')}", width=110, initial_indent="    ", subsequent_indent="    "
+            )
+        )
         print(f"    python -m zoo.lab run {name} [--quick]")
     return 0
 
@@ -47,15 +50,20 @@ def cmd_run(args) -> int:
     print("running: " + " ".join(command[1:]), flush=True)
     done = subprocess.run(command, cwd=os.getcwd())
     if done.returncode != 0:
-        print(f"error: the sweep of lab question '{args.name}' failed (exit {done.returncode}); see its output above",
-              file=sys.stderr)
+        print(
+            f"error: the sweep of lab question '{args.name}' failed (exit {done.returncode}); see its output above",
+            file=sys.stderr,
+        )
         return done.returncode
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zoo.lab", description="The lab: questions about Transformers, "
-                                     "answered by experiment (zoo/conf/experiment/lab/<name>.yaml)")
+    parser = argparse.ArgumentParser(
+        prog="python -m zoo.lab",
+        description="The lab: questions about Transformers, "
+        "answered by experiment (zoo/conf/experiment/lab/<name>.yaml)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the questions and their claims").set_defaults(fn=cmd_list)
     report = sub.add_parser("report", help="report.md + plots + verdict of a finished lab sweep")

@@ -22,8 +22,17 @@ import math
 from dataclasses import dataclass, field
 from statistics import mean, stdev
 
-EXPECTATIONS = ("less", "greater", "increasing", "decreasing", "similar", "interior_min", "interior_max", "above",
-                "below")
+EXPECTATIONS = (
+    "less",
+    "greater",
+    "increasing",
+    "decreasing",
+    "similar",
+    "interior_min",
+    "interior_max",
+    "above",
+    "below",
+)
 VERDICTS = ("holds", "holds in part", "does not hold here", "not measured")
 
 
@@ -34,7 +43,7 @@ class Stat:
     n: int
 
     @classmethod
-    def of(cls, values: list[float]) -> "Stat":
+    def of(cls, values: list[float]) -> Stat:
         finite = all(math.isfinite(v) for v in values)
         m = mean(values) if finite else float("nan")
         sd = stdev(values) if finite and len(values) > 1 else 0.0
@@ -71,8 +80,11 @@ def check_config(check: dict, index: int) -> None:
 def select(points: dict[tuple, dict[str, str]], selector: dict, where: str) -> tuple | None:
     """The one point whose parameters agree with `selector`; None when it was not part of this run."""
     wanted = {str(k): canonical_value(v) for k, v in selector.items()}
-    found = [key for key, params in points.items()
-             if all(canonical_value(params.get(k, "<unset>")) == v for k, v in wanted.items())]
+    found = [
+        key
+        for key, params in points.items()
+        if all(canonical_value(params.get(k, "<unset>")) == v for k, v in wanted.items())
+    ]
     if len(found) > 1:
         raise ValueError(f"{where}: selector {wanted} matches {len(found)} points; name more parameters")
     return found[0] if found else None
@@ -95,7 +107,9 @@ def _pair(a: Stat, b: Stat, direction: str, margin: float, factor: float | None,
     diff = b.mean - a.mean
     if direction == "similar":
         allowed = max(tolerance * abs(a.mean), margin * spread)
-        return abs(diff) <= allowed, f"{a} vs {b}: |diff| {abs(diff):.3g} {'<=' if abs(diff) <= allowed else '>'} {allowed:.3g}"
+        return abs(
+            diff
+        ) <= allowed, f"{a} vs {b}: |diff| {abs(diff):.3g} {'<=' if abs(diff) <= allowed else '>'} {allowed:.3g}"
     if direction == "greater":
         diff = -diff
     ok = diff > margin * spread
@@ -108,7 +122,9 @@ def _pair(a: Stat, b: Stat, direction: str, margin: float, factor: float | None,
     return ok, text
 
 
-def evaluate(check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tuple, dict[str, str]], index: int) -> CheckResult:
+def evaluate(
+    check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tuple, dict[str, str]], index: int
+) -> CheckResult:
     check_config(check, index)
     name = check.get("name", f"check {index}")
     metric, expect = check["metric"], check["expect"]
@@ -119,7 +135,9 @@ def evaluate(check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tupl
         metrics[1] = check["metric_b"]
     values = [stats.get(k, {}).get(m) if k is not None else None for k, m in zip(keys, metrics)]
     if any(v is None for v in values):
-        return CheckResult(name, None, f"not measured in this run ({', '.join(dict.fromkeys(metrics))} missing for some point)")
+        return CheckResult(
+            name, None, f"not measured in this run ({', '.join(dict.fromkeys(metrics))} missing for some point)"
+        )
     if expect in ("above", "below"):
         fixed = Stat(float(check["threshold"]), 0.0, 1)
         ok, text = _pair(values[0], fixed, "greater" if expect == "above" else "less", margin, factor, tol)
@@ -132,7 +150,9 @@ def evaluate(check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tupl
         direction = "less" if expect == "increasing" else "greater"
         results = [_pair(a, b, direction, margin, factor, tol) for a, b in zip(values, values[1:])]
         ok = all(r[0] for r in results)
-        return CheckResult(name, ok, f"{sum(r[0] for r in results)}/{len(results)} steps {expect}", [r[1] for r in results])
+        return CheckResult(
+            name, ok, f"{sum(r[0] for r in results)}/{len(results)} steps {expect}", [r[1] for r in results]
+        )
     # interior_min / interior_max: the best point is inside, and clearly better than both ends
     sign = 1 if expect == "interior_min" else -1
     if not all(math.isfinite(v.mean) for v in values):
@@ -143,8 +163,12 @@ def evaluate(check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tupl
     direction = "less" if sign == 1 else "greater"
     ends = [_pair(values[best], values[end], direction, margin, None, tol) for end in (0, len(values) - 1)]
     ok = all(r[0] for r in ends)
-    return CheckResult(name, ok, f"best is point #{best + 1} ({values[best]}); vs the ends: " + "; ".join(r[1] for r in ends),
-                       [r[1] for r in ends])
+    return CheckResult(
+        name,
+        ok,
+        f"best is point #{best + 1} ({values[best]}); vs the ends: " + "; ".join(r[1] for r in ends),
+        [r[1] for r in ends],
+    )
 
 
 def verdict(results: list[CheckResult]) -> str:

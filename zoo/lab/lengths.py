@@ -22,8 +22,10 @@ from zoo.data.windows import DisjointWindows
 class LengthProbe(L.Callback):
     def __init__(self, factors: list[float] = (1, 2, 4), max_windows: int = 32, batch_size: int = 8) -> None:
         if not factors or any(f <= 0 for f in factors) or max_windows <= 0 or batch_size <= 0:
-            raise ValueError(f"LengthProbe needs positive factors, max_windows and batch_size, got {factors}, "
-                             f"{max_windows}, {batch_size}")
+            raise ValueError(
+                f"LengthProbe needs positive factors, max_windows and batch_size, got {factors}, "
+                f"{max_windows}, {batch_size}"
+            )
         self.factors, self.max_windows, self.batch_size = list(factors), max_windows, batch_size
         self.series: dict[str, list[float]] = {}
         self.metrics: dict[str, float] = {}

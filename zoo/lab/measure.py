@@ -66,11 +66,13 @@ def _train_step(net, text):
         loss = net(text[:, :-1], targets=text[:, 1:])
         loss.backward()
         net.zero_grad(set_to_none=True)
+
     return step
 
 
-def attention_cost(net, datamodule, *, seq_len: int, batch_size: int = 1, repeats: int = 3, warmup: int = 1,
-                   device: str = "auto") -> tuple[dict, dict]:
+def attention_cost(
+    net, datamodule, *, seq_len: int, batch_size: int = 1, repeats: int = 3, warmup: int = 1, device: str = "auto"
+) -> tuple[dict, dict]:
     """One training step (forward + backward) of a causal LM at `seq_len` tokens: median time, tokens/s and the
     memory saved for backward (on CUDA also the allocator's peak)."""
     _check_length(net, seq_len, "lab_measure.seq_len")
@@ -117,8 +119,17 @@ def _decode_times(net, prompt: torch.Tensor, new_tokens: int, use_cache: bool, d
     return times
 
 
-def decoding(net, datamodule, *, use_cache: bool, prompt_len: int = 16, new_tokens: int = 240, train_batch: int = 12,
-             repeats: int = 3, device: str = "auto") -> tuple[dict, dict]:
+def decoding(
+    net,
+    datamodule,
+    *,
+    use_cache: bool,
+    prompt_len: int = 16,
+    new_tokens: int = 240,
+    train_batch: int = 12,
+    repeats: int = 3,
+    device: str = "auto",
+) -> tuple[dict, dict]:
     """Time per generated token against its position (batch 1, greedy), and a training step's tokens/s at the
     model's full context for comparison: training handles all positions of a window at once, decoding one."""
     context = _context(net)
@@ -127,7 +138,9 @@ def decoding(net, datamodule, *, use_cache: bool, prompt_len: int = 16, new_toke
     net.to(dev)
     prompt = _text(datamodule, 1, prompt_len, dev)[:, :prompt_len]
     _decode_times(net, prompt, 4, use_cache, dev)  # warm-up
-    per_token = [median(ts) for ts in zip(*(_decode_times(net, prompt, new_tokens, use_cache, dev) for _ in range(repeats)))]
+    per_token = [
+        median(ts) for ts in zip(*(_decode_times(net, prompt, new_tokens, use_cache, dev) for _ in range(repeats)))
+    ]
     net.train()
     train_len = context or prompt_len + new_tokens
     text = _text(datamodule, train_batch, train_len, dev)

@@ -28,7 +28,7 @@ def layer_label(path: str) -> str:
     label = f"l{match.group(1)}"
     if named:
         label = f"{named[-1]}.{label}"
-    return label + (".cross" if "cross" in path[match.end():] else "")
+    return label + (".cross" if "cross" in path[match.end() :] else "")
 
 
 def param_group(path: str, attention_paths: set[str]) -> str:

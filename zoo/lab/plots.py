@@ -57,8 +57,14 @@ def plot_points(sweep: Sweep, spec: dict, path: Path) -> Path:
             errs.append(stat.sd)
         if xs:
             order = sorted(range(len(xs)), key=xs.__getitem__)
-            ax.errorbar([xs[i] for i in order], [ys[i] for i in order], yerr=[errs[i] for i in order],
-                        marker="o", capsize=3, label=_legend(series_param, name, metric, len(metrics) > 1))
+            ax.errorbar(
+                [xs[i] for i in order],
+                [ys[i] for i in order],
+                yerr=[errs[i] for i in order],
+                marker="o",
+                capsize=3,
+                label=_legend(series_param, name, metric, len(metrics) > 1),
+            )
     if not numeric:
         ax.set_xticks(range(len(x_values)), x_values, rotation=20)
     elif spec.get("logx"):
@@ -92,7 +98,9 @@ def plot_curves(sweep: Sweep, spec: dict, path: Path) -> Path:
             length = min(len(r) for r in rows)
             mean = [sum(r[i] for r in rows) / len(rows) for i in range(length)]
             if smooth > 1:  # a running mean keeps per-position noise from hiding the trend
-                mean = [sum(mean[max(0, i - smooth + 1): i + 1]) / (i + 1 - max(0, i - smooth + 1)) for i in range(length)]
+                mean = [
+                    sum(mean[max(0, i - smooth + 1) : i + 1]) / (i + 1 - max(0, i - smooth + 1)) for i in range(length)
+                ]
             label = sweep.label(key) + (f" [{name}]" if len(names) > 1 else "")
             ax.plot(range(1, length + 1), mean, label=label, linewidth=1.2)
     for x in spec.get("vlines", []):
@@ -116,6 +124,7 @@ def write_plots(sweep: Sweep) -> list[Path]:
         y = spec.get("y")
         title = spec.get("curve") or (y[0] if isinstance(y, list) else y) or (spec.get("curves") or ["plot"])[0]
         path = sweep.directory / f"lab_{i + 1}_{_slug(title)}.png"
-        written.append(plot_curves(sweep, spec, path) if "curve" in spec or "curves" in spec else plot_points(sweep, spec, path))
+        written.append(
+            plot_curves(sweep, spec, path) if "curve" in spec or "curves" in spec else plot_points(sweep, spec, path)
+        )
     return written
-

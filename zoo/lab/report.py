@@ -51,8 +51,11 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     plots = write_plots(sweep)
     lines = [f"## {lab.get('title', lab.get('name', sweep.directory.name))}", ""]
     if lab.get("mode") == "quick":
-        lines += ["> Quick run (a budget of seconds, for tests and a first look): the numbers below say nothing",
-                  "> about the claim yet; run the full budget for that.", ""]
+        lines += [
+            "> Quick run (a budget of seconds, for tests and a first look): the numbers below say nothing",
+            "> about the claim yet; run the full budget for that.",
+            "",
+        ]
     lines += [f"**Claim**: {lab.get('claim', '(none stated)')}", ""]
     if lab.get("source"):
         lines += [f"Source: {lab['source']}", ""]
@@ -62,10 +65,14 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
         lines += [f"![{path.stem}]({path.name})", ""]
     held = [r for r in results if r.holds]
     measured = [r for r in results if r.holds is not None]
-    lines += [f"### Verdict: {outcome}", "",
-              f"{len(held)} of {len(measured)} measured checks hold"
-              + (f" ({len(results) - len(measured)} not measured in this run)" if len(measured) < len(results) else "")
-              + ". A difference counts only beyond the stated multiple of the seed spread.", ""]
+    lines += [
+        f"### Verdict: {outcome}",
+        "",
+        f"{len(held)} of {len(measured)} measured checks hold"
+        + (f" ({len(results) - len(measured)} not measured in this run)" if len(measured) < len(results) else "")
+        + ". A difference counts only beyond the stated multiple of the seed spread.",
+        "",
+    ]
     for r in results:
         mark = {True: "holds", False: "does not hold", None: "not measured"}[r.holds]
         lines.append(f"- **{r.name}**: {mark}. {r.detail}")

@@ -4,7 +4,6 @@ parameters) with one value per seed; and the question's `lab` section of the con
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -10,4 +10,15 @@ from .vit import ViT, ViTConfig
 MODEL_TYPES: dict[str, type[ZooModel]] = {BERT.model_type: BERT, GPT.model_type: GPT, ViT.model_type: ViT}
 MODEL_TYPES[Transformer.model_type] = Transformer
 
-__all__ = ["BERT", "BERTConfig", "GPT", "GPTConfig", "MODEL_TYPES", "Transformer", "TransformerConfig", "ViT", "ViTConfig", "ZooModel"]
+__all__ = [
+    "BERT",
+    "BERTConfig",
+    "GPT",
+    "GPTConfig",
+    "MODEL_TYPES",
+    "Transformer",
+    "TransformerConfig",
+    "ViT",
+    "ViTConfig",
+    "ZooModel",
+]

@@ -14,8 +14,7 @@ from .hub import ZooHubMixin
 
 # Config fields of the lab's architecture switches (issue 11). A model whose values differ from its config
 # dataclass's defaults is not the reference architecture (see `ZooModel.nondefault_switches`).
-SWITCH_FIELDS = ("positions", "position_merge", "sinusoid_base", "attn_scale", "attn_score", "qk_proj",
-                 "attn_window")
+SWITCH_FIELDS = ("positions", "position_merge", "sinusoid_base", "attn_scale", "attn_score", "qk_proj", "attn_window")
 
 
 def _suggest(word: str, options) -> str:
@@ -86,8 +85,11 @@ class ZooModel(ZooHubMixin, nn.Module):
         """The lab switches (`SWITCH_FIELDS`) whose value differs from the reference architecture (the config
         dataclass's default), e.g. {"positions": "rope"}; empty for the published architecture. Exporters to
         other libraries should refuse a model for which this is not empty."""
-        return {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)
-                if f.name in SWITCH_FIELDS and getattr(self.config, f.name) != f.default}
+        return {
+            f.name: getattr(self.config, f.name)
+            for f in dataclasses.fields(self.config)
+            if f.name in SWITCH_FIELDS and getattr(self.config, f.name) != f.default
+        }
 
 
 def check_positive(**values: float) -> None:

@@ -33,12 +33,12 @@ from zoo.core import (
 
 from .base import (
     ZooModel,
-    sinusoids_added,
     check_attention_switches,
     check_choice,
-    check_positive,
     check_position_switches,
+    check_positive,
     check_probability,
+    sinusoids_added,
 )
 
 HEADS = ("pretraining", "classification", "none")
@@ -74,35 +74,48 @@ class BERTConfig:
     attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
 
     def __post_init__(self) -> None:
-        check_positive(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                       num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
-                       intermediate_size=self.intermediate_size, max_position_embeddings=self.max_position_embeddings,
-                       type_vocab_size=self.type_vocab_size, num_labels=self.num_labels)
+        check_positive(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            num_labels=self.num_labels,
+        )
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}; "
                 "choose a head count that divides the width (BERT uses hidden_size / 64 heads)"
             )
-        check_probability(hidden_dropout_prob=self.hidden_dropout_prob,
-                          attention_probs_dropout_prob=self.attention_probs_dropout_prob)
+        check_probability(
+            hidden_dropout_prob=self.hidden_dropout_prob, attention_probs_dropout_prob=self.attention_probs_dropout_prob
+        )
         if self.classifier_dropout is not None:
             check_probability(classifier_dropout=self.classifier_dropout)
         check_choice("hidden_act", self.hidden_act, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_choice("head", self.head, HEADS)
-        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
-                                 attn_window=self.attn_window)
-        check_position_switches(positions=self.positions, position_merge=self.position_merge,
-                                sinusoid_base=self.sinusoid_base, d_model=self.hidden_size,
-                                head_dim=self.hidden_size // self.num_attention_heads)
+        check_attention_switches(
+            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+        )
+        check_position_switches(
+            positions=self.positions,
+            position_merge=self.position_merge,
+            sinusoid_base=self.sinusoid_base,
+            d_model=self.hidden_size,
+            head_dim=self.hidden_size // self.num_attention_heads,
+        )
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id={self.pad_token_id} is outside the vocabulary of {self.vocab_size} tokens")
 
 
 def _size(layers: int, hidden: int) -> dict:
     # Turc et al. 2019 ("Well-Read Students Learn Better") and the original models: 64-dim heads, 4x feed-forward.
-    return dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64,
-                intermediate_size=4 * hidden)
+    return dict(
+        num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64, intermediate_size=4 * hidden
+    )
 
 
 BERT_PRESETS = {
@@ -150,10 +163,10 @@ class BERT(ZooModel):
         super().__init__(config)
         c = config
         # With added sinusoids the token vectors are scaled by sqrt(d_model), as in the 2017 paper (see GPT).
-        self.tok_emb = TokenEmbedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id,
-                                      scale=sinusoids_added(c))
-        self.pos_emb = make_position_embedding(c.positions, c.max_position_embeddings, c.hidden_size,
-                                               base=c.sinusoid_base)
+        self.tok_emb = TokenEmbedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id, scale=sinusoids_added(c))
+        self.pos_emb = make_position_embedding(
+            c.positions, c.max_position_embeddings, c.hidden_size, base=c.sinusoid_base
+        )
         self.pos_merge = PositionConcat(c.hidden_size) if c.position_merge == "concat" else None
         self.seg_emb = SegmentEmbedding(c.type_vocab_size, c.hidden_size)
         self.emb_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
@@ -201,7 +214,9 @@ class BERT(ZooModel):
         attention_mask: (B, T), 1 for real tokens and 0 for padding (Hugging Face's convention)."""
         _, t = input_ids.shape
         if position_ids is not None and self.pos_emb is None:
-            raise ValueError(f"position_ids are for learned or sinusoidal positions, not positions='{self.config.positions}'")
+            raise ValueError(
+                f"position_ids are for learned or sinusoidal positions, not positions='{self.config.positions}'"
+            )
         if position_ids is None and self.pos_emb is not None:
             position_ids = torch.arange(t, device=input_ids.device)[None]
         if token_type_ids is None:
@@ -226,8 +241,9 @@ class BERT(ZooModel):
     ) -> BERTOutput:
         """mlm_positions: (B, T) bool, the positions whose MLM logits are wanted (the masked ones in pretraining).
         Projecting only those onto the vocabulary skips ~85% of the largest matmul; None projects every position."""
-        hidden, pooled = self.encode(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
-                                     position_ids=position_ids)
+        hidden, pooled = self.encode(
+            input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, position_ids=position_ids
+        )
         out = BERTOutput(hidden=hidden, pooled=pooled)
         if self.mlm is not None:
             selected = hidden if mlm_positions is None else hidden[mlm_positions.to(torch.bool)]
@@ -237,7 +253,7 @@ class BERT(ZooModel):
             out.logits = self.classifier(self.classifier_drop(pooled))
         return out
 
-    def load_encoder_from(self, other: "BERT") -> list[str]:
+    def load_encoder_from(self, other: BERT) -> list[str]:
         """Copy every weight of `other` whose name and shape match this model (encoder, pooler and any shared
         head), e.g. a pretrained encoder into a fresh classifier. Returns the names left at their initialization;
         raises if the encoders differ."""

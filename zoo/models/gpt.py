@@ -11,8 +11,8 @@ from torch import nn
 from zoo.core import (
     ACTIVATIONS,
     ATTENTION_IMPLS,
-    BlockStack,
     ATTENTION_POSITIONS,
+    BlockStack,
     KVCache,
     PositionConcat,
     TokenEmbedding,
@@ -27,12 +27,12 @@ from zoo.core import (
 
 from .base import (
     ZooModel,
-    sinusoids_added,
     check_attention_switches,
     check_choice,
-    check_positive,
     check_position_switches,
+    check_positive,
     check_probability,
+    sinusoids_added,
 )
 
 
@@ -59,8 +59,13 @@ class GPTConfig:
     attn_window: int | None = None  # None, or each token attends to the attn_window most recent tokens
 
     def __post_init__(self) -> None:
-        check_positive(vocab_size=self.vocab_size, block_size=self.block_size, n_layer=self.n_layer,
-                       n_head=self.n_head, n_embd=self.n_embd)
+        check_positive(
+            vocab_size=self.vocab_size,
+            block_size=self.block_size,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            n_embd=self.n_embd,
+        )
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
@@ -69,11 +74,16 @@ class GPTConfig:
         check_probability(dropout=self.dropout)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
-        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
-                                 attn_window=self.attn_window)
-        check_position_switches(positions=self.positions, position_merge=self.position_merge,
-                                sinusoid_base=self.sinusoid_base, d_model=self.n_embd,
-                                head_dim=self.n_embd // self.n_head)
+        check_attention_switches(
+            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+        )
+        check_position_switches(
+            positions=self.positions,
+            position_merge=self.position_merge,
+            sinusoid_base=self.sinusoid_base,
+            d_model=self.n_embd,
+            head_dim=self.n_embd // self.n_head,
+        )
 
 
 _GPT2 = dict(vocab_size=50257, block_size=1024, activation="gelu_tanh")
@@ -155,7 +165,9 @@ class GPT(ZooModel):
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None  # no padding: keep the is_causal fast path
         if position_ids is not None and self.pos_emb is None:
-            raise ValueError(f"position_ids are for learned or sinusoidal positions, not positions='{self.config.positions}'")
+            raise ValueError(
+                f"position_ids are for learned or sinusoidal positions, not positions='{self.config.positions}'"
+            )
         if position_ids is None and self.pos_emb is not None:
             if attention_mask is None:
                 position_ids = torch.arange(past, past + t, device=idx.device)[None]

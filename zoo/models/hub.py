@@ -48,8 +48,20 @@ class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
         return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
 
     @classmethod
-    def _from_pretrained(cls, *, model_id: str, revision, cache_dir, force_download, local_files_only, token,
-                         config: Any = None, map_location: str = "cpu", strict: bool = True, **kwargs):
+    def _from_pretrained(
+        cls,
+        *,
+        model_id: str,
+        revision,
+        cache_dir,
+        force_download,
+        local_files_only,
+        token,
+        config: Any = None,
+        map_location: str = "cpu",
+        strict: bool = True,
+        **kwargs,
+    ):
         if kwargs:
             raise TypeError(f"unexpected from_pretrained option(s) {', '.join(sorted(kwargs))}")
         if dataclasses.is_dataclass(config):
@@ -61,21 +73,31 @@ class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
         known = {f.name for f in dataclasses.fields(model_cls.config_class)}
         unknown = sorted(set(fields) - known)
         if unknown:
-            raise ValueError(f"{model_id}/{CONFIG_NAME} has option(s) {', '.join(unknown)} that "
-                             f"{model_cls.config_class.__name__} does not know (written by another version of zoo?)")
+            raise ValueError(
+                f"{model_id}/{CONFIG_NAME} has option(s) {', '.join(unknown)} that "
+                f"{model_cls.config_class.__name__} does not know (written by another version of zoo?)"
+            )
         model = model_cls(model_cls.config_class(**fields))  # the dataclass validates every value
         if Path(model_id).is_dir():
             weights = Path(model_id) / WEIGHTS_NAME
             if not weights.is_file():
                 raise FileNotFoundError(f"no {WEIGHTS_NAME} in {model_id}")
         else:
-            weights = hf_hub_download(repo_id=model_id, filename=WEIGHTS_NAME, revision=revision, cache_dir=cache_dir,
-                                      force_download=force_download, token=token, local_files_only=local_files_only)
+            weights = hf_hub_download(
+                repo_id=model_id,
+                filename=WEIGHTS_NAME,
+                revision=revision,
+                cache_dir=cache_dir,
+                force_download=force_download,
+                token=token,
+                local_files_only=local_files_only,
+            )
         try:
             load_model(model, str(weights), strict=strict, device=map_location)
         except RuntimeError as error:  # missing/unexpected keys or shapes: say so in one line
-            raise ValueError(f"{weights} does not fit the {model_cls.__name__} its config describes: "
-                             f"{' '.join(str(error).split())}") from error
+            raise ValueError(
+                f"{weights} does not fit the {model_cls.__name__} its config describes: {' '.join(str(error).split())}"
+            ) from error
         return model.eval()
 
     @classmethod
@@ -87,10 +109,14 @@ class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
         if model_type in classes:
             return classes[model_type]
         if getattr(cls, "model_type", None) is not None:
-            raise ValueError(f"{source} holds a zoo '{model_type}' model, not a '{cls.model_type}' "
-                             f"({cls.__name__}); load it with ZooModel.from_pretrained")
-        raise ValueError(f"{source}: {TYPE_KEY} {model_type!r} is not a zoo model type; "
-                         f"known: {', '.join(sorted(t for t in classes if t))}")
+            raise ValueError(
+                f"{source} holds a zoo '{model_type}' model, not a '{cls.model_type}' "
+                f"({cls.__name__}); load it with ZooModel.from_pretrained"
+            )
+        raise ValueError(
+            f"{source}: {TYPE_KEY} {model_type!r} is not a zoo model type; "
+            f"known: {', '.join(sorted(t for t in classes if t))}"
+        )
 
 
 def _subclasses(cls: type) -> list[type]:

@@ -35,8 +35,8 @@ from .base import (
     ZooModel,
     check_attention_switches,
     check_choice,
-    check_positive,
     check_position_switches,
+    check_positive,
     check_probability,
 )
 
@@ -78,9 +78,16 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         if self.tgt_vocab_size is None:
             self.tgt_vocab_size = self.src_vocab_size
-        check_positive(src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size,
-                       d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, max_len=self.max_len,
-                       n_encoder_layers=self.n_encoder_layers, n_decoder_layers=self.n_decoder_layers)
+        check_positive(
+            src_vocab_size=self.src_vocab_size,
+            tgt_vocab_size=self.tgt_vocab_size,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            max_len=self.max_len,
+            n_encoder_layers=self.n_encoder_layers,
+            n_decoder_layers=self.n_decoder_layers,
+        )
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
@@ -94,11 +101,16 @@ class TransformerConfig:
         check_probability(dropout=self.dropout, attn_dropout=self.attn_dropout, ff_dropout=self.ff_dropout)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
-        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
-                                 attn_window=self.attn_window)
-        check_position_switches(positions=self.positions, position_merge=self.position_merge,
-                                sinusoid_base=self.sinusoid_base, d_model=self.d_model,
-                                head_dim=self.d_model // self.n_heads)
+        check_attention_switches(
+            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+        )
+        check_position_switches(
+            positions=self.positions,
+            position_merge=self.position_merge,
+            sinusoid_base=self.sinusoid_base,
+            d_model=self.d_model,
+            head_dim=self.d_model // self.n_heads,
+        )
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
@@ -154,8 +166,7 @@ class Transformer(ZooModel):
             attn_window=c.attn_window,
         )
         self.encoder = BlockStack(c.n_encoder_layers, c.d_model, final_norm=c.final_norm, **stack)
-        self.decoder = BlockStack(c.n_decoder_layers, c.d_model, final_norm=c.final_norm, cross_attention=True,
-                                  **stack)
+        self.decoder = BlockStack(c.n_decoder_layers, c.d_model, final_norm=c.final_norm, cross_attention=True, **stack)
         self.out_proj = None if c.tie_output else nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self.reset_parameters()
 
@@ -243,8 +254,9 @@ class Transformer(ZooModel):
         if targets is None:
             return self.decode(tgt, memory, src_mask, tgt_mask=tgt_mask)
         h = self._decoder_states(tgt, memory, src_mask, tgt_mask, None)
-        return linear_cross_entropy(h, self._output_layer().weight, targets, ignore_index=ignore_index,
-                                    label_smoothing=label_smoothing)
+        return linear_cross_entropy(
+            h, self._output_layer().weight, targets, ignore_index=ignore_index, label_smoothing=label_smoothing
+        )
 
     def _output_layer(self) -> nn.Module:
         return self.tgt_emb if self.out_proj is None else self.out_proj
@@ -299,13 +311,27 @@ class Transformer(ZooModel):
             return self.decode(torch.cat([bos, generated], dim=1), memory, src_mask)[:, -1]
 
         if beam_size == 1:
-            out = decode_tokens(next_logits, max_new_tokens, batch_size=batch, device=src.device,
-                                eos_token_id=c.eos_token_id, temperature=0.0)
+            out = decode_tokens(
+                next_logits,
+                max_new_tokens,
+                batch_size=batch,
+                device=src.device,
+                eos_token_id=c.eos_token_id,
+                temperature=0.0,
+            )
             out = _pad_after_eos(out, c.eos_token_id, c.pad_token_id)
         else:
-            out = beam_search(next_logits, max_new_tokens, batch_size=batch, beam_size=beam_size,
-                              eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id, device=src.device,
-                              length_penalty=length_penalty, reorder=None if cache is None else cache.reorder)
+            out = beam_search(
+                next_logits,
+                max_new_tokens,
+                batch_size=batch,
+                beam_size=beam_size,
+                eos_token_id=c.eos_token_id,
+                pad_token_id=c.pad_token_id,
+                device=src.device,
+                length_penalty=length_penalty,
+                reorder=None if cache is None else cache.reorder,
+            )
         self.train(was_training)
         return out
 
@@ -314,4 +340,3 @@ def _pad_after_eos(tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
     """Keep each row up to and including its first EOS; pad the rest."""
     after = (tokens == eos).long().cumsum(dim=1) - (tokens == eos).long() > 0
     return tokens.masked_fill(after, pad)
-

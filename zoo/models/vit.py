@@ -59,8 +59,15 @@ class ViTConfig:
     attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
 
     def __post_init__(self) -> None:
-        check_positive(image_size=self.image_size, patch_size=self.patch_size, in_channels=self.in_channels,
-                       embed_dim=self.embed_dim, depth=self.depth, num_heads=self.num_heads, mlp_dim=self.mlp_dim)
+        check_positive(
+            image_size=self.image_size,
+            patch_size=self.patch_size,
+            in_channels=self.in_channels,
+            embed_dim=self.embed_dim,
+            depth=self.depth,
+            num_heads=self.num_heads,
+            mlp_dim=self.mlp_dim,
+        )
         if self.num_classes < 0:
             raise ValueError(f"num_classes must be >= 0 (0 drops the head), got {self.num_classes}")
         if self.image_size % self.patch_size:
@@ -77,8 +84,9 @@ class ViTConfig:
         check_choice("pool", self.pool, POOLS)
         check_choice("norm", self.norm, NORMS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
-        check_attention_switches(attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj,
-                                 attn_window=self.attn_window)
+        check_attention_switches(
+            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+        )
         if self.pool == "token" and not self.class_token:
             raise ValueError("pool='token' needs class_token=true; use pool='avg' for a model without a class token")
 
@@ -88,8 +96,16 @@ class ViTConfig:
 
 
 def _vit(embed_dim: int, depth: int, num_heads: int, patch_size: int = 16) -> dict:
-    return dict(image_size=224, patch_size=patch_size, in_channels=3, num_classes=1000, embed_dim=embed_dim,
-                depth=depth, num_heads=num_heads, mlp_dim=4 * embed_dim)
+    return dict(
+        image_size=224,
+        patch_size=patch_size,
+        in_channels=3,
+        num_classes=1000,
+        embed_dim=embed_dim,
+        depth=depth,
+        num_heads=num_heads,
+        mlp_dim=4 * embed_dim,
+    )
 
 
 VIT_PRESETS = {
@@ -102,17 +118,21 @@ VIT_PRESETS = {
     "vit-h/14": _vit(1280, 32, 16, patch_size=14),
     # CPU sizes for 28-32 px images (MNIST, CIFAR-10) with 4x4 patches; image size, channels and classes
     # normally come from the data.
-    "vit-nano/4": dict(image_size=32, patch_size=4, in_channels=3, num_classes=10, embed_dim=64, depth=4,
-                       num_heads=4, mlp_dim=128),
-    "vit-micro/4": dict(image_size=32, patch_size=4, in_channels=3, num_classes=10, embed_dim=96, depth=6,
-                        num_heads=3, mlp_dim=192),
-    "vit-mini/4": dict(image_size=32, patch_size=4, in_channels=3, num_classes=10, embed_dim=192, depth=6,
-                       num_heads=3, mlp_dim=384),
+    "vit-nano/4": dict(
+        image_size=32, patch_size=4, in_channels=3, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_dim=128
+    ),
+    "vit-micro/4": dict(
+        image_size=32, patch_size=4, in_channels=3, num_classes=10, embed_dim=96, depth=6, num_heads=3, mlp_dim=192
+    ),
+    "vit-mini/4": dict(
+        image_size=32, patch_size=4, in_channels=3, num_classes=10, embed_dim=192, depth=6, num_heads=3, mlp_dim=384
+    ),
 }
 
 
-def resample_position_table(table: torch.Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int],
-                            num_prefix: int) -> torch.Tensor:
+def resample_position_table(
+    table: torch.Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int], num_prefix: int
+) -> torch.Tensor:
     """Resize a (prefix + H*W, D) position table to another patch grid: the prefix rows (class token) are kept,
     the patch rows are treated as a D-channel H x W image and resampled bicubically with antialiasing (timm's
     choice, so that weights moved between timm and zoo resample identically)."""
@@ -209,7 +229,7 @@ class ViT(ZooModel):
         if self.config.pool == "token":
             x = tokens[:, 0]
         else:
-            x = self.norm(tokens[:, self.num_prefix_tokens:].mean(dim=1))
+            x = self.norm(tokens[:, self.num_prefix_tokens :].mean(dim=1))
         x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
@@ -229,8 +249,9 @@ class ViT(ZooModel):
         if image_size <= 0 or image_size % c.patch_size:
             raise ValueError(f"image_size={image_size} must be a positive multiple of patch_size={c.patch_size}")
         new = image_size // c.patch_size
-        table = resample_position_table(self.pos_emb.weight, (c.grid_size, c.grid_size), (new, new),
-                                        self.num_prefix_tokens)
+        table = resample_position_table(
+            self.pos_emb.weight, (c.grid_size, c.grid_size), (new, new), self.num_prefix_tokens
+        )
         self.pos_emb = LearnedPositionEmbedding(table.shape[0], c.embed_dim).to(table.device)
         self.pos_emb.weight.copy_(table)
         self.patch_embed.image_size, self.patch_embed.grid = image_size, new

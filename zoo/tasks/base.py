@@ -81,8 +81,10 @@ class ZooTask(L.LightningModule):
 
     def configure_optimizers(self):
         if self.optimizer_factory is None:
-            raise ValueError(f"this {type(self).__name__} was built without an optimizer (evaluation only); give it "
-                             "optimizer=<partial>, or load it from a checkpoint that records one, to train")
+            raise ValueError(
+                f"this {type(self).__name__} was built without an optimizer (evaluation only); give it "
+                "optimizer=<partial>, or load it from a checkpoint that records one, to train"
+            )
         optimizer = build_optimizer(self.optimizer_factory, self.param_groups(), self._trainer)
         for group in optimizer.param_groups:
             group["lr"] *= group.get("lr_scale", 1.0)
@@ -134,8 +136,9 @@ class ZooTask(L.LightningModule):
             del state[key]
 
     @classmethod
-    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool = True,
-                             **kwargs: Any) -> ZooTask:
+    def load_from_checkpoint(
+        cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool = True, **kwargs: Any
+    ) -> ZooTask:
         """The task stored in a zoo checkpoint, its network rebuilt from the "zoo" section and its weights
         loaded (read with `weights_only=True`).
 
@@ -156,12 +159,15 @@ class ZooTask(L.LightningModule):
         accepted = _init_keywords(task_cls)
         unknown = sorted(set(kwargs) - accepted)
         if unknown:
-            raise TypeError(f"{task_cls.__name__} takes no option(s) {', '.join(unknown)}; "
-                            f"it takes: {', '.join(sorted(accepted))}")
+            raise TypeError(
+                f"{task_cls.__name__} takes no option(s) {', '.join(unknown)}; it takes: {', '.join(sorted(accepted))}"
+            )
         stale = sorted(set(hparams) - accepted)
         if stale:  # an option an older zoo recorded and this one no longer has (e.g. one moved to a callback)
-            rank_zero_warn(f"{path} records option(s) {', '.join(stale)} that {task_cls.__name__} no longer takes; "
-                           "they are left out")
+            rank_zero_warn(
+                f"{path} records option(s) {', '.join(stale)} that {task_cls.__name__} no longer takes; "
+                "they are left out"
+            )
         hparams = {k: v for k, v in hparams.items() if k in accepted}
         arguments = {"optimizer": optimizer, "scheduler": scheduler, **hparams, **kwargs}
         task = task_cls(build_model(info, path), **arguments)

@@ -35,8 +35,10 @@ def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
         model, info = load_model_from_checkpoint(path)
         tokenizer = info.get("tokenizer")
     else:
-        raise FileNotFoundError(f"pretrained model not found: {path.resolve()}; give a zoo checkpoint (.ckpt) or a "
-                                "Hugging Face BERT directory")
+        raise FileNotFoundError(
+            f"pretrained model not found: {path.resolve()}; give a zoo checkpoint (.ckpt) or a "
+            "Hugging Face BERT directory"
+        )
     if not isinstance(model, BERT):
         raise ValueError(f"{path} holds a {type(model).__name__}, not a BERT")
     return model, tokenizer
@@ -84,24 +86,33 @@ class SequenceClassificationTask(ZooTask):
         source, stored_tokenizer = load_pretrained_bert(pretrained)
         if tokenizer is not None:
             if stored_tokenizer is not None and tokenizer.to_json() != stored_tokenizer:
-                raise ValueError(f"the data's tokenizer differs from the one stored in {pretrained}; "
-                                 "set data.pretrained to the same checkpoint")
+                raise ValueError(
+                    f"the data's tokenizer differs from the one stored in {pretrained}; "
+                    "set data.pretrained to the same checkpoint"
+                )
             vocab = _hf_vocab(Path(pretrained)) if Path(pretrained).is_dir() else None
             if vocab is not None and hasattr(tokenizer, "tokenizer"):
                 ours = tokenizer.tokenizer.get_vocab()
                 if len(ours) != len(vocab) or any(ours.get(t) != i for i, t in enumerate(vocab)):
-                    raise ValueError(f"the data's tokenizer is not the vocab.txt of {pretrained}; "
-                                     "set data.pretrained to the same directory")
-        config = dataclasses.replace(source.config, head="classification", num_labels=net.config.num_labels,
-                                     classifier_dropout=net.config.classifier_dropout)
+                    raise ValueError(
+                        f"the data's tokenizer is not the vocab.txt of {pretrained}; "
+                        "set data.pretrained to the same directory"
+                    )
+        config = dataclasses.replace(
+            source.config,
+            head="classification",
+            num_labels=net.config.num_labels,
+            classifier_dropout=net.config.classifier_dropout,
+        )
         model = BERT(config)
         fresh = model.load_encoder_from(source)
         rank_zero_info(f"encoder loaded from {pretrained}; newly initialized: {', '.join(fresh) or 'nothing'}")
         return model
 
     def forward(self, batch) -> torch.Tensor:
-        return self.net(batch.input_ids, token_type_ids=batch.token_type_ids,
-                        attention_mask=batch.attention_mask).logits
+        return self.net(
+            batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask
+        ).logits
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         logits = self(batch)

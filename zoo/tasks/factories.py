@@ -52,15 +52,19 @@ def rebuild_partial(spec: dict | None, *, kind: str, source: str):
         raise ValueError(f"{source}: the recorded {kind} is not a partial ({spec!r}); pass {kind}=... explicitly")
     target = spec["_target_"]
     if not target.startswith(_TRUSTED_MODULES):
-        raise ValueError(f"{source}: refusing to import the recorded {kind} '{target}' (only torch.optim and "
-                         f"zoo.tasks are trusted); pass {kind}=... explicitly")
+        raise ValueError(
+            f"{source}: refusing to import the recorded {kind} '{target}' (only torch.optim and "
+            f"zoo.tasks are trusted); pass {kind}=... explicitly"
+        )
     module_name, _, name = target.rpartition(".")
     obj = importlib.import_module(module_name)
     for part in name.split("."):
         obj = getattr(obj, part, None)
     if obj is None:
-        raise ValueError(f"{source}: the recorded {kind} '{target}' does not exist in this version of torch/zoo; "
-                         f"pass {kind}=... explicitly")
+        raise ValueError(
+            f"{source}: the recorded {kind} '{target}' does not exist in this version of torch/zoo; "
+            f"pass {kind}=... explicitly"
+        )
     if kind == "optimizer" and not (isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer)):
         raise ValueError(f"{source}: the recorded optimizer '{target}' is not a torch.optim.Optimizer")
     keywords = {k: v for k, v in spec.items() if k not in ("_target_", "_partial_")}

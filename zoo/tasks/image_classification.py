@@ -59,8 +59,10 @@ class ImageClassificationTask(ZooTask):
         self.top_k = min(5, num_classes - 1)  # top-5 is meaningless with 5 classes or fewer
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
-        self.val_acc, self.test_acc = MulticlassAccuracy(num_classes, average="micro"), MulticlassAccuracy(
-            num_classes, average="micro")
+        self.val_acc, self.test_acc = (
+            MulticlassAccuracy(num_classes, average="micro"),
+            MulticlassAccuracy(num_classes, average="micro"),
+        )
         self.val_topk = MulticlassAccuracy(num_classes, top_k=self.top_k, average="micro")
         self.test_topk = MulticlassAccuracy(num_classes, top_k=self.top_k, average="micro")
         self.val_confusion = MulticlassConfusionMatrix(num_classes)
@@ -129,8 +131,12 @@ class ImageClassificationTask(ZooTask):
         loggers, step = self.loggers, self.global_step
         if not loggers:
             return
-        log_figure(loggers, "val/confusion_matrix",
-                   confusion_matrix_figure(confusion, self.hparams.class_names, title=f"val, step {step}"), step)
+        log_figure(
+            loggers,
+            "val/confusion_matrix",
+            confusion_matrix_figure(confusion, self.hparams.class_names, title=f"val, step {step}"),
+            step,
+        )
         if self._rollout_batch is None or not hasattr(self.net, "attention_maps"):
             return
         images, labels = self._rollout_batch
@@ -143,8 +149,15 @@ class ImageClassificationTask(ZooTask):
         channels = images.shape[1]
         mean = self.hparams.image_mean or [0.0] * channels
         std = self.hparams.image_std or [1.0] * channels
-        picture = rollout_image(images, heat, mean=mean, std=std, labels=labels, predictions=predictions,
-                                class_names=self.hparams.class_names)
+        picture = rollout_image(
+            images,
+            heat,
+            mean=mean,
+            std=std,
+            labels=labels,
+            predictions=predictions,
+            class_names=self.hparams.class_names,
+        )
         log_image(loggers, "val/attention_rollout", picture, step)
 
     def test_step(self, batch, batch_idx: int) -> None:
@@ -164,5 +177,8 @@ class ImageClassificationTask(ZooTask):
     # ---- checkpoints ---------------------------------------------------------------------------------------
     def checkpoint_extras(self) -> dict:
         # What labels the outputs and undoes the normalization, for evaluation without the data folder.
-        return {"class_names": self.hparams.class_names, "image_mean": self.hparams.image_mean,
-                "image_std": self.hparams.image_std}
+        return {
+            "class_names": self.hparams.class_names,
+            "image_mean": self.hparams.image_mean,
+            "image_std": self.hparams.image_std,
+        }

@@ -47,8 +47,9 @@ def log_figure(loggers: list[Logger], key: str, figure: Figure, step: int) -> No
 
 
 # ---- confusion matrix -------------------------------------------------------------------------------------------
-def confusion_matrix_figure(matrix: torch.Tensor, class_names: list[str] | None = None,
-                            title: str = "confusion matrix") -> Figure:
+def confusion_matrix_figure(
+    matrix: torch.Tensor, class_names: list[str] | None = None, title: str = "confusion matrix"
+) -> Figure:
     """Rows are true classes, columns predictions (torchmetrics' plot), titled with the accuracy. Counts are
     written in the cells and classes named on the axes while there is room for them."""
     matrix = matrix.detach().cpu()
@@ -66,8 +67,9 @@ def confusion_matrix_figure(matrix: torch.Tensor, class_names: list[str] | None 
 
 
 # ---- attention rollout ----------------------------------------------------------------------------------------
-def attention_rollout(maps: list[torch.Tensor], num_prefix: int, grid: tuple[int, int], *,
-                      from_class_token: bool = True) -> torch.Tensor:
+def attention_rollout(
+    maps: list[torch.Tensor], num_prefix: int, grid: tuple[int, int], *, from_class_token: bool = True
+) -> torch.Tensor:
     """Abnar & Zuidema (2020): average the heads, add the residual path (0.5 A + 0.5 I), renormalize and multiply
     through the layers; the class token's row (or, for a model that pools the patches, their mean row) says how
     much each patch flowed into the output. maps: per layer (B, H, T, T) -> (B, gh, gw) in [0, 1]."""
@@ -88,8 +90,17 @@ def attention_rollout(maps: list[torch.Tensor], num_prefix: int, grid: tuple[int
     return (heat - low) / (high - low).clamp(min=1e-12)
 
 
-def rollout_image(images: torch.Tensor, heat: torch.Tensor, *, mean, std, labels=None, predictions=None,
-                  class_names: list[str] | None = None, scale_to: int = 112) -> Image.Image:
+def rollout_image(
+    images: torch.Tensor,
+    heat: torch.Tensor,
+    *,
+    mean,
+    std,
+    labels=None,
+    predictions=None,
+    class_names: list[str] | None = None,
+    scale_to: int = 112,
+) -> Image.Image:
     """One row per image: the image, and the image with the rollout heat map laid over it."""
     images = images.detach().float().cpu()
     mean = torch.tensor(mean, dtype=torch.float32)[:, None, None]
@@ -111,7 +122,11 @@ def rollout_image(images: torch.Tensor, heat: torch.Tensor, *, mean, std, labels
             array = (panel.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
             canvas.paste(Image.fromarray(array), (4 + k * (size + 4), y))
         if labels is not None and predictions is not None:
-            name = (lambda c: class_names[c] if class_names else str(c))
-            draw.text((4, y + size + 1), f"true {name(int(labels[i]))}, predicted {name(int(predictions[i]))}",
-                      fill="black", font=font)
+            name = lambda c: class_names[c] if class_names else str(c)
+            draw.text(
+                (4, y + size + 1),
+                f"true {name(int(labels[i]))}, predicted {name(int(predictions[i]))}",
+                fill="black",
+                font=font,
+            )
     return canvas

@@ -40,9 +40,14 @@ def layer_decay_groups(model: nn.Module, weight_decay: float, layer_decay: float
             continue
         no_decay = param.dim() < 2 or name in skip
         depth = model.layer_index(name)
-        group = groups.setdefault((depth, no_decay), {
-            "params": [], "weight_decay": 0.0 if no_decay else weight_decay, "lr_scale": layer_decay ** (top - depth),
-        })
+        group = groups.setdefault(
+            (depth, no_decay),
+            {
+                "params": [],
+                "weight_decay": 0.0 if no_decay else weight_decay,
+                "lr_scale": layer_decay ** (top - depth),
+            },
+        )
         group["params"].append(param)
     return list(groups.values())
 
@@ -57,8 +62,10 @@ def build_optimizer(factory, params, trainer=None) -> torch.optim.Optimizer:
         if mixed and (trainer.gradient_clip_val or 0) > 0:
             from lightning.pytorch.utilities import rank_zero_info
 
-            rank_zero_info("fused optimizer + gradient clipping is refused by Lightning under mixed precision; "
-                           "using the foreach implementation instead")
+            rank_zero_info(
+                "fused optimizer + gradient clipping is refused by Lightning under mixed precision; "
+                "using the foreach implementation instead"
+            )
             return factory(params, fused=False)
     return factory(params)
 

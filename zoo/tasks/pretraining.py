@@ -38,8 +38,12 @@ class BertPretrainingTask(ZooTask):
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
 
     def forward(self, batch):
-        return self.net(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
-                        mlm_positions=batch.labels != -100)
+        return self.net(
+            batch.input_ids,
+            token_type_ids=batch.token_type_ids,
+            attention_mask=batch.attention_mask,
+            mlm_positions=batch.labels != -100,
+        )
 
     def _losses(self, batch):
         out = self(batch)
@@ -66,8 +70,10 @@ class BertPretrainingTask(ZooTask):
         # The encoder runs on every position, padding included; the vocabulary projection only on masked ones.
         c = self.net.config
         masked = int((batch.labels != -100).sum())
-        return self.net.flops_per_token(batch.input_ids.shape[1]) * batch.input_ids.numel() + \
-            6 * c.vocab_size * c.hidden_size * masked
+        return (
+            self.net.flops_per_token(batch.input_ids.shape[1]) * batch.input_ids.numel()
+            + 6 * c.vocab_size * c.hidden_size * masked
+        )
 
     def _evaluate(self, batch) -> None:
         out, targets, mlm, nsp = self._losses(batch)

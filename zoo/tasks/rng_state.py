@@ -17,8 +17,13 @@ from lightning.pytorch import Callback
 
 def _numpy_state() -> dict:
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-            "has_gauss": int(has_gauss), "gauss": float(gauss)}
+    return {
+        "kind": kind,
+        "keys": torch.from_numpy(keys.astype(np.int64)),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "gauss": float(gauss),
+    }
 
 
 def _set_numpy_state(state: dict) -> None:

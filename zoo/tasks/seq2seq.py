@@ -68,8 +68,14 @@ class Seq2SeqTask(ZooTask):
         """Mean cross-entropy per target token, padding ignored; and the number of target tokens."""
         labels = batch["labels"]
         # The model's fused output layer + loss: the logits are never materialized (zoo.core.linear_cross_entropy).
-        loss = self.net(batch["src"], batch["tgt_in"], src_mask=batch["src_mask"], targets=labels,
-                        ignore_index=self.pad_id, label_smoothing=smoothing)
+        loss = self.net(
+            batch["src"],
+            batch["tgt_in"],
+            src_mask=batch["src_mask"],
+            targets=labels,
+            ignore_index=self.pad_id,
+            label_smoothing=smoothing,
+        )
         return loss, int((labels != self.pad_id).sum())
 
     # ---- training ------------------------------------------------------------------------------------
@@ -145,8 +151,9 @@ class Seq2SeqTask(ZooTask):
         # Decode in full precision even under bf16 training: beam scores sum many log-probabilities, and bf16's
         # 8-bit mantissa would reorder close hypotheses.
         with torch.autocast(src.device.type, enabled=False):
-            return self.net.generate(src, src_mask, max_new_tokens=max_new, beam_size=beam_size,
-                                     length_penalty=self.hparams.length_penalty)
+            return self.net.generate(
+                src, src_mask, max_new_tokens=max_new, beam_size=beam_size, length_penalty=self.hparams.length_penalty
+            )
 
     def _translate(self, batch, beam_size: int) -> None:
         out = self.translate_ids(batch["src"], batch["src_mask"], beam_size)

@@ -20,9 +20,15 @@ class MatmulPeak:
     seconds: float  # what the probe took
 
 
-def measure_matmul_peak(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, *,
-                        sizes: tuple[int, ...] | None = None, min_seconds: float = 0.25, min_repeats: int = 3,
-                        budget_seconds: float = 2.0) -> MatmulPeak:
+def measure_matmul_peak(
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    *,
+    sizes: tuple[int, ...] | None = None,
+    min_seconds: float = 0.25,
+    min_repeats: int = 3,
+    budget_seconds: float = 2.0,
+) -> MatmulPeak:
     """The sustained matmul rate of `device`, best over sizes and repeats: for each size one untimed warm-up call,
     then repeats until `min_seconds` of timed work (at least `min_repeats`). Every size is tried (on a loaded
     machine one size's reading may be low), except one whose repeats would overrun `budget_seconds` at the best

@@ -43,11 +43,16 @@ class ZooThroughputMonitor(ThroughputMonitor):
         self.peak_flops_per_sec = peak_flops_per_sec
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        missing = [hook for hook in ("batch_samples", "batch_items", "batch_flops", "throughput_unit")
-                   if not hasattr(pl_module, hook)]
+        missing = [
+            hook
+            for hook in ("batch_samples", "batch_items", "batch_flops", "throughput_unit")
+            if not hasattr(pl_module, hook)
+        ]
         if missing:
-            raise TypeError(f"ZooThroughputMonitor needs a zoo task (zoo.tasks.base.ZooTask); "
-                            f"{type(pl_module).__name__} lacks {', '.join(missing)}; remove callbacks.throughput")
+            raise TypeError(
+                f"ZooThroughputMonitor needs a zoo task (zoo.tasks.base.ZooTask); "
+                f"{type(pl_module).__name__} lacks {', '.join(missing)}; remove callbacks.throughput"
+            )
         self.batch_size_fn, self.length_fn = pl_module.batch_samples, pl_module.batch_items
         self.kwargs["window_size"] = self.window_size or max(2, trainer.log_every_n_steps)
         super().setup(trainer, pl_module, stage)  # builds one Throughput per stage with Lightning's GPU peak
@@ -64,8 +69,10 @@ class ZooThroughputMonitor(ThroughputMonitor):
         key = (str(device), dtype)
         if key not in self._peaks:
             self._peaks[key] = peak_flops(device, dtype)
-            rank_zero_info(f"MFU is reported against a {str(dtype).removeprefix('torch.')} peak of "
-                           f"{self._peaks[key] / 1e9:.0f} GFLOP/s on {device}")
+            rank_zero_info(
+                f"MFU is reported against a {str(dtype).removeprefix('torch.')} peak of "
+                f"{self._peaks[key] / 1e9:.0f} GFLOP/s on {device}"
+            )
         return self._peaks[key]
 
     def _compute(self, trainer: L.Trainer, iter_num: int | None = None) -> None:

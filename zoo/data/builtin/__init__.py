@@ -29,12 +29,16 @@ def read_builtin(relpath: str, sha256: str) -> bytes:
     try:
         data = gzip.decompress(packed.read_bytes())
     except (OSError, EOFError) as error:
-        raise ValueError(f"the copy of {relpath} shipped in the package ({packed}) is unreadable ({error}); "
-                         "reinstall transformer-zoo or set ZOO_DATA_DIR to a folder holding it") from error
+        raise ValueError(
+            f"the copy of {relpath} shipped in the package ({packed}) is unreadable ({error}); "
+            "reinstall transformer-zoo or set ZOO_DATA_DIR to a folder holding it"
+        ) from error
     got = hashlib.sha256(data).hexdigest()
     if got != sha256:
-        raise ValueError(f"the copy of {relpath} shipped in the package ({packed}) has sha256 {got}, expected "
-                         f"{sha256}; reinstall transformer-zoo or set ZOO_DATA_DIR to a folder holding it")
+        raise ValueError(
+            f"the copy of {relpath} shipped in the package ({packed}) has sha256 {got}, expected "
+            f"{sha256}; reinstall transformer-zoo or set ZOO_DATA_DIR to a folder holding it"
+        )
     return data
 
 
