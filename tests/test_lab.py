@@ -363,3 +363,44 @@ def test_gradient_norms_per_layer_and_projection(lm_batch):
     assert values["probe/grad/total"] == pytest.approx(
         math.sqrt(sum(float(p.grad.square().sum()) for p in task.parameters() if p.grad is not None)), rel=1e-5
     )
+
+
+def test_publish_writes_the_measured_block_between_the_markers(tmp_path):
+    from zoo.lab.publish import publish
+
+    sweep = make_sweep(tmp_path / "sweep", {"a": [1.0, 1.1], "b": [2.0, 2.1]}, [a_less_than("b")])
+    docs = tmp_path / "docs" / "lab.md"
+    docs.parent.mkdir()
+    docs.write_text(
+        "# Lab\n\n### Measured\n\n<!-- measured:handmade -->\nPending.\n<!-- /measured:handmade -->\n\nEnd.\n"
+    )
+    assert publish(sweep, docs) == ("handmade", "holds")
+    text = docs.read_text()
+    assert "Pending." not in text and text.startswith("# Lab") and text.rstrip().endswith("End.")
+    assert (
+        "| a | 2 | 1.05 ± 0.071 |" in text
+        and "#### Verdict: holds" in text
+        and "python -m zoo.lab run handmade" in text
+    )
+    (image,) = (tmp_path / "docs" / "lab" / "handmade").glob("*.png")
+    assert f"](lab/handmade/{image.name})" in text
+    publish(sweep, docs)  # a second run replaces the block instead of adding one
+    assert docs.read_text().count("#### Verdict") == 1
+
+    docs.write_text("no markers here\n")
+    with pytest.raises(ValueError, match="measured:handmade"):
+        publish(sweep, docs)
+
+
+def test_publish_refuses_a_quick_run(tmp_path):
+    from zoo.lab.publish import publish
+
+    sweep = make_sweep(tmp_path / "sweep", {"a": [1.0, 1.1], "b": [2.0, 2.1]}, [a_less_than("b")])
+    for config in sweep.glob("*/config_resolved.yaml"):
+        cfg = OmegaConf.load(config)
+        cfg.lab.mode = "quick"
+        OmegaConf.save(cfg, config)
+    docs = tmp_path / "lab.md"
+    docs.write_text("<!-- measured:handmade -->\n<!-- /measured:handmade -->\n")
+    with pytest.raises(ValueError, match="quick run"):
+        publish(sweep, docs)

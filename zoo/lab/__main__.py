@@ -43,6 +43,14 @@ def train_command() -> list[str]:
     return [sys.executable, str(script)]
 
 
+def cmd_publish(args) -> int:
+    from .publish import publish
+
+    name, outcome = publish(args.sweep_dir, args.docs)
+    print(f"{args.docs}: measured results of '{name}' (verdict: {outcome})")
+    return 0
+
+
 def cmd_run(args) -> int:
     lab = question(args.name)
     overrides = list(lab.get("quick", [])) + ["lab.mode=quick"] if args.quick else []
@@ -69,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="report.md + plots + verdict of a finished lab sweep")
     report.add_argument("sweep_dir")
     report.set_defaults(fn=cmd_report)
+    publish = sub.add_parser("publish", help="put a full sweep's table, plots and verdict into docs/lab.md")
+    publish.add_argument("sweep_dir")
+    publish.add_argument("--docs", default=str(ROOT / "docs" / "lab.md"), help="the lab document (docs/lab.md)")
+    publish.set_defaults(fn=cmd_publish)
     run = sub.add_parser("run", help="run a question's sweep (train.py -m experiment=lab/<name>) and its report")
     run.add_argument("name")
     run.add_argument("--quick", action="store_true", help="a budget of seconds: tiny steps, few val batches")
