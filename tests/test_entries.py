@@ -88,6 +88,43 @@ def test_eval_on_test_split(trained, tmp_path):
     assert "test/loss" in result.stdout
 
 
+def test_readme_eval_command_as_written(trained, tmp_path):
+    """`python eval.py ckpt_path=<run>/checkpoints/last.ckpt split=test`, exactly as the README writes it: no
+    hydra.run.dir, started from some directory (its run goes to ./logs there)."""
+    result = run_script("eval.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "split=test", cwd=tmp_path)
+    assert_ok(result)
+    assert "test/loss" in result.stdout and list((tmp_path / "logs" / "eval" / "runs").iterdir())
+
+
+def crafted_data(base: dict, command: str, where: str) -> dict:
+    payload = {"_target_": "os.system", "_args_": [command]}
+    if where == "top":  # the whole data config names a callable
+        return payload
+    return {**base, "text_files": payload}  # nested, where Hydra's instantiate would recurse
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_eval_refuses_a_checkpoint_whose_data_config_names_code(trained, tmp_path, where):
+    """A checkpoint that passes torch.load(weights_only=True) may still carry a `_target_`: eval.py must not
+    instantiate it. Refused in one line, and the command it names never runs."""
+    marker = tmp_path / "pwned"
+    checkpoint = torch.load(trained / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    base = checkpoint["datamodule_hyper_parameters"]
+    checkpoint["datamodule_hyper_parameters"] = crafted_data(base, f"touch {marker}", where)
+    torch.save(checkpoint, tmp_path / "crafted.ckpt")
+    result = run_script("eval.py", f"ckpt_path={tmp_path / 'crafted.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert_one_line_error(result, "_target_", "may not name code")
+    assert not marker.exists()
+
+
+def test_eval_refuses_an_unknown_recorded_datamodule(trained, tmp_path):
+    checkpoint = torch.load(trained / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    checkpoint["zoo"]["datamodule"] = "subprocess.Popen"
+    torch.save(checkpoint, tmp_path / "crafted.ckpt")
+    result = run_script("eval.py", f"ckpt_path={tmp_path / 'crafted.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert_one_line_error(result, "unknown DataModule 'subprocess.Popen'")
+
+
 def test_resume_continues_step_count(trained, tmp_path):
     """ckpt_path= resumes weights, optimizer and step: a 20-step checkpoint resumed to 30 ends at step 30."""
     ckpt = tmp_path / "start.ckpt"

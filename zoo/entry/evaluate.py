@@ -6,6 +6,7 @@ import hydra
 from omegaconf import DictConfig
 
 from zoo.entry.builders import build_loggers, task_inputs
+from zoo.entry.recorded_data import recorded_datamodule
 from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
 # task name stored in checkpoints -> LightningModule class
@@ -26,13 +27,12 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if info["task"] not in TASKS:
         raise ValueError(f"{cfg.ckpt_path}: no evaluation for task '{info['task']}'")
     checkpoint = read_checkpoint(cfg.ckpt_path)
-    # The data the checkpoint was trained on, unless the command line chose another (`data=...`).
-    data_cfg = cfg.get("data") or checkpoint.get("datamodule_hyper_parameters")
-    if not data_cfg or not (cfg.get("data") or info.get("datamodule")):
-        raise ValueError(f"{cfg.ckpt_path} does not record its data; pass data=<config>")
-    if "_target_" not in data_cfg:
-        data_cfg = {"_target_": info["datamodule"], **data_cfg}
-    datamodule = hydra.utils.instantiate(data_cfg, _convert_="all")
+    # The data the checkpoint was trained on (rebuilt without letting the file name code), unless the command line
+    # chose another (`data=...`, the user's own config).
+    if cfg.get("data"):
+        datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
+    else:
+        datamodule = recorded_datamodule(checkpoint, cfg.ckpt_path)
     stored = info.get("tokenizer")
     tokenizer = getattr(datamodule, "tokenizer", None)
     if stored is not None and tokenizer is not None and tokenizer.to_json() != stored:
