@@ -7,7 +7,7 @@ import os
 import uuid
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 RESUMABLE = ("last.ckpt", "on_exception.ckpt")
 
@@ -29,6 +29,25 @@ def newest_checkpoint(run_dir: str | Path) -> Path | None:
     """The most recent of a run's resumable checkpoints (last.ckpt, or on_exception.ckpt after a crash)."""
     found = [p for p in (Path(run_dir) / "checkpoints" / name for name in RESUMABLE) if p.is_file()]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def resolve_ckpt_path(cfg: DictConfig) -> str | None:
+    from zoo.tasks.checkpoint import check_checkpoint_file  # torch: only when a run starts, not at config time
+
+    """`last` / auto_resume: the newest checkpoint of this run's directory (hydra.run.dir already points at the
+    run being resumed); a file path: checked before anything is built or written."""
+    ckpt_path = cfg.get("ckpt_path")
+    if ckpt_path == "last" or (ckpt_path is None and cfg.get("auto_resume")):
+        found = newest_checkpoint(cfg.paths.output_dir)
+        if found is None and ckpt_path == "last":
+            raise ValueError(
+                f"ckpt_path=last: no earlier run of task '{cfg.task_name}' under {cfg.paths.log_dir} left a "
+                "checkpoint; start without ckpt_path, or give a checkpoint file"
+            )
+        return None if found is None else str(found)
+    if ckpt_path is not None:
+        check_checkpoint_file(ckpt_path)
+    return ckpt_path
 
 
 def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume) -> str:

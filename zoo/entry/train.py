@@ -15,9 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
-from zoo.entry.resolvers import newest_checkpoint
+from zoo.entry.config_checks import check_config
+from zoo.entry.resolvers import resolve_ckpt_path
 from zoo.lab.record import lab_record
-from zoo.tasks.checkpoint import check_checkpoint_file
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -30,6 +30,7 @@ def train(cfg: DictConfig) -> float | None:
 
 
 def _train(cfg: DictConfig, loggers: list) -> float | None:
+    check_config(cfg)
     ckpt_path = resolve_ckpt_path(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
@@ -87,23 +88,6 @@ def _result(cfg: DictConfig, metrics: dict, record: dict) -> float | None:
     value = float(metrics[name])
     save_result(cfg, name, value, **record)
     return value
-
-
-def resolve_ckpt_path(cfg: DictConfig) -> str | None:
-    """`last` / auto_resume: the newest checkpoint of this run's directory (hydra.run.dir already points at the
-    run being resumed); a file path: checked before anything is built or written."""
-    ckpt_path = cfg.get("ckpt_path")
-    if ckpt_path == "last" or (ckpt_path is None and cfg.get("auto_resume")):
-        found = newest_checkpoint(cfg.paths.output_dir)
-        if found is None and ckpt_path == "last":
-            raise ValueError(
-                f"ckpt_path=last: no earlier run of task '{cfg.task_name}' under {cfg.paths.log_dir} left a "
-                "checkpoint; start without ckpt_path, or give a checkpoint file"
-            )
-        return None if found is None else str(found)
-    if ckpt_path is not None:
-        check_checkpoint_file(ckpt_path)
-    return ckpt_path
 
 
 @rank_zero_only
