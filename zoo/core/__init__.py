@@ -26,7 +26,15 @@ from .feedforward import ACTIVATIONS, FeedForward
 from .init import init_transformer_weights, scale_residual_projections
 from .kv_cache import KVCache, LayerCache
 from .masks import build_attention_mask
-from .norms import NORMS, make_norm
+from .norms import (
+    FF_INNER_NORMS,
+    NORMS,
+    MaskedTokenBatchNorm,
+    TokenBatchNorm,
+    apply_norm,
+    check_norm_options,
+    make_norm,
+)
 from .positions import (
     ATTENTION_POSITIONS,
     INPUT_POSITIONS,
@@ -50,6 +58,7 @@ __all__ = [
     "ATTN_SCALES",
     "ATTN_SCORES",
     "INPUT_POSITIONS",
+    "FF_INNER_NORMS",
     "NORMS",
     "POSITIONS",
     "POSITION_MERGES",
@@ -58,6 +67,8 @@ __all__ = [
     "RotaryEmbedding",
     "alibi_bias",
     "alibi_slopes",
+    "apply_norm",
+    "check_norm_options",
     "check_attention_options",
     "check_positions",
     "make_position_embedding",
@@ -70,10 +81,12 @@ __all__ = [
     "KVCache",
     "LayerCache",
     "LearnedPositionEmbedding",
+    "MaskedTokenBatchNorm",
     "MultiHeadAttention",
     "PatchEmbedding",
     "SegmentEmbedding",
     "SinusoidalPositionEmbedding",
+    "TokenBatchNorm",
     "TokenEmbedding",
     "beam_search",
     "build_attention_mask",

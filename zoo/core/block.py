@@ -8,12 +8,17 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .feedforward import FeedForward
 from .kv_cache import KVCache
-from .norms import make_norm
+from .norms import apply_norm, make_norm
 
 
 class Block(nn.Module):
     """One layer. `norm_first=False` is post-LN (2017 paper, BERT): x = norm(x + sublayer(x)).
-    `norm_first=True` is pre-LN (GPT-2, ViT): x = x + sublayer(norm(x))."""
+    `norm_first=True` is pre-LN (GPT-2, ViT): x = x + sublayer(norm(x)).
+
+    The lab's block switches: `norm` (see `norms.NORMS`; "none" leaves x + sublayer(x)), `ff_inner_norm` (a norm
+    between the feed-forward layers), and `residual_attn` / `residual_ff`: False drops exactly the skip path
+    of that sub-layer (x = sublayer(norm(x)) pre-LN, x = norm(sublayer(x)) post-LN); cross-attention follows
+    `residual_attn`."""
 
     def __init__(
         self,
@@ -38,11 +43,14 @@ class Block(nn.Module):
         attn_positions: str | None = None,
         rope_base: float = 10000.0,
         attn_window: int | None = None,
+        residual_attn: bool = True,
+        residual_ff: bool = True,
     ) -> None:
         """attn_scale, attn_score, qk_proj: both attentions; attn_positions ("rope", "alibi" or None),
         rope_base and attn_window: self-attention only (see `MultiHeadAttention`)."""
         super().__init__()
         self.norm_first = norm_first
+        self.residual_attn, self.residual_ff = residual_attn, residual_ff
         switches = dict(attn_scale=attn_scale, attn_score=attn_score, qk_proj=qk_proj)
         self.self_attn = MultiHeadAttention(
             d_model,
@@ -85,28 +93,40 @@ class Block(nn.Module):
         context_mask: torch.Tensor | None = None,
         cache=None,
         n_outputs: int | None = None,
+        token_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """n_outputs: compute the first `n_outputs` positions only (the others still act as keys and values).
         With per-position norms that is exactly those rows of the full output; batch norm would see other
-        statistics."""
+        statistics. token_mask: (B, T) bool, True at real tokens (not padding), for masked batch norm."""
 
         def self_attn(h):
             return self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache, n_queries=n_outputs))
 
         residual = x if n_outputs is None else x[:, :n_outputs]
+        full_mask = token_mask
+        if token_mask is not None and n_outputs is not None:
+            token_mask = token_mask[:, :n_outputs]
 
         def cross_attn(h):
             return self.dropout(self.cross_attn(h, context, mask=context_mask, cache=cache))
 
+        def norm(module, h, keep=token_mask):
+            return apply_norm(module, h, keep)
+
+        def add(skip, h, on: bool):
+            # The skip path, or (switched off) the sub-layer's output alone.
+            return skip + h if on else h
+
+        ra, rf = self.residual_attn, self.residual_ff
         if self.norm_first:
-            x = residual + self_attn(self.norm1(x))
+            x = add(residual, self_attn(norm(self.norm1, x, full_mask)), ra)
             if self.cross_attn is not None:
-                x = x + cross_attn(self.norm_cross(x))
-            return x + self.ff(self.norm2(x))
-        x = self.norm1(residual + self_attn(x))
+                x = add(x, cross_attn(norm(self.norm_cross, x)), ra)
+            return add(x, self.ff(norm(self.norm2, x), token_mask), rf)
+        x = norm(self.norm1, add(residual, self_attn(x), ra))
         if self.cross_attn is not None:
-            x = self.norm_cross(x + cross_attn(x))
-        return self.norm2(x + self.ff(x))
+            x = norm(self.norm_cross, add(x, cross_attn(x), ra))
+        return norm(self.norm2, add(x, self.ff(x, token_mask), rf))
 
 
 class BlockStack(nn.Module):
@@ -138,9 +158,11 @@ class BlockStack(nn.Module):
         context_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
         n_outputs: int | None = None,
+        token_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """n_outputs: return only the first `n_outputs` positions, and compute only those in the last layer
-        (no earlier layer can skip any: every position is a key/value of the next layer)."""
+        (no earlier layer can skip any: every position is a key/value of the next layer).
+        token_mask: (B, T) bool, True at real tokens: what masked batch norm computes its statistics over."""
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             x = layer(
@@ -151,5 +173,10 @@ class BlockStack(nn.Module):
                 context_mask=context_mask,
                 cache=None if cache is None else cache.layers[i],
                 n_outputs=n_outputs if i == last else None,
+                token_mask=token_mask,
             )
-        return x if self.final_norm is None else self.final_norm(x)
+        if self.final_norm is None:
+            return x
+        if token_mask is not None and n_outputs is not None:
+            token_mask = token_mask[:, :n_outputs]
+        return apply_norm(self.final_norm, x, token_mask)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .norms import make_norm
+from .norms import apply_norm, make_norm
 
 # "gelu" is the exact erf GELU (BERT, ViT); "gelu_tanh" is the tanh approximation GPT-2 was trained with.
 ACTIVATIONS = {
@@ -29,7 +29,8 @@ class FeedForward(nn.Module):
         norm_eps: float = 1e-5,
     ) -> None:
         """inner_dropout: dropout after the activation (torch.nn.Transformer has it; GPT-2 and BERT do not).
-        inner_norm: a norm between the two layers (the BatchNorm ViT variant puts a BatchNorm there)."""
+        inner_norm: a norm between the two layers (the BatchNorm ViT variant puts a BatchNorm there), one of
+        `norms.FF_INNER_NORMS`."""
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation '{activation}'; choose one of {', '.join(ACTIVATIONS)}")
@@ -42,5 +43,7 @@ class FeedForward(nn.Module):
         self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.fc2(self.inner_dropout(self.act(self.inner_norm(self.fc1(x))))))
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """token_mask: (B, T) bool, True at real tokens; only a masked BatchNorm inside uses it."""
+        h = apply_norm(self.inner_norm, self.fc1(x), token_mask)
+        return self.dropout(self.fc2(self.inner_dropout(self.act(h))))

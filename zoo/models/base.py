@@ -8,13 +8,28 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from zoo.core import check_attention_options, check_positions
+from zoo.core import check_attention_options, check_norm_options, check_positions
 
 from .hub import ZooHubMixin
 
-# Config fields of the lab's architecture switches (issue 11). A model whose values differ from its config
-# dataclass's defaults is not the reference architecture (see `ZooModel.nondefault_switches`).
-SWITCH_FIELDS = ("positions", "position_merge", "sinusoid_base", "attn_scale", "attn_score", "qk_proj", "attn_window")
+# Config fields of the lab's architecture switches (issues 11 and 12). A model whose values differ from its config
+# dataclass's defaults is not the reference architecture (see `ZooModel.nondefault_switches`). Not every model has
+# every field (`encoder_causal` is the Transformer's name for `causal`).
+SWITCH_FIELDS = (
+    "positions",
+    "position_merge",
+    "sinusoid_base",
+    "attn_scale",
+    "attn_score",
+    "qk_proj",
+    "attn_window",
+    "norm",
+    "ff_inner_norm",
+    "residual_attn",
+    "residual_ff",
+    "causal",
+    "encoder_causal",
+)
 
 
 def _suggest(word: str, options) -> str:
@@ -118,6 +133,22 @@ def sinusoids_added(config) -> bool:
 def check_attention_switches(*, attn_scale, attn_score, qk_proj, attn_window) -> None:
     """The lab's attention switches of a model config (one-line errors naming the option)."""
     check_attention_options(attn_scale, attn_score, qk_proj, attn_window)
+
+
+def check_flags(**values) -> None:
+    for name, value in values.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def check_block_switches(config, **flags) -> None:
+    """The block switches of a model config (issue 12): `norm`, `ff_inner_norm` and the boolean `flags`
+    (residual_attn, residual_ff, causal...). ff_inner_norm 'none' is spelled None, its default, so that a sweep
+    can switch it off by name (an override of null keeps the preset's value)."""
+    if config.ff_inner_norm == "none":
+        config.ff_inner_norm = None
+    check_norm_options(config.norm, config.ff_inner_norm)
+    check_flags(**flags)
 
 
 def check_position_switches(*, positions, position_merge, sinusoid_base, d_model: int, head_dim: int) -> None:

@@ -25,8 +25,10 @@ from zoo.core import (
     PositionConcat,
     SegmentEmbedding,
     TokenEmbedding,
+    apply_norm,
     build_attention_mask,
     init_transformer_weights,
+    make_norm,
     make_position_embedding,
     merge_positions,
 )
@@ -34,6 +36,7 @@ from zoo.core import (
 from .base import (
     ZooModel,
     check_attention_switches,
+    check_block_switches,
     check_choice,
     check_position_switches,
     check_positive,
@@ -72,6 +75,14 @@ class BERTConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
+    # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms. The MLM head's own LayerNorm stays.
+    norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: the embedding norm and every block's
+    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
+    residual_attn: bool = True  # False: no skip path around the attention sub-layer
+    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
+    # True: GPT-style self-attention (each token sees itself and the tokens before it); the pooled vector then
+    # comes from the last real token (the only one that has seen the whole input) instead of [CLS].
+    causal: bool = False
 
     def __post_init__(self) -> None:
         check_positive(
@@ -107,6 +118,7 @@ class BERTConfig:
             d_model=self.hidden_size,
             head_dim=self.hidden_size // self.num_attention_heads,
         )
+        check_block_switches(self, residual_attn=self.residual_attn, residual_ff=self.residual_ff, causal=self.causal)
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id={self.pad_token_id} is outside the vocabulary of {self.vocab_size} tokens")
 
@@ -169,7 +181,7 @@ class BERT(ZooModel):
         )
         self.pos_merge = PositionConcat(c.hidden_size) if c.position_merge == "concat" else None
         self.seg_emb = SegmentEmbedding(c.type_vocab_size, c.hidden_size)
-        self.emb_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.emb_norm = make_norm(c.norm, c.hidden_size, eps=c.layer_norm_eps)
         self.drop = nn.Dropout(c.hidden_dropout_prob) if c.hidden_dropout_prob else nn.Identity()
         self.blocks = BlockStack(
             c.num_hidden_layers,
@@ -181,6 +193,10 @@ class BERT(ZooModel):
             attn_dropout=c.attention_probs_dropout_prob,
             activation=c.hidden_act,
             norm_first=False,
+            norm=c.norm,
+            ff_inner_norm=c.ff_inner_norm,
+            residual_attn=c.residual_attn,
+            residual_ff=c.residual_ff,
             norm_eps=c.layer_norm_eps,
             attn_impl=c.attn_impl,
             attn_scale=c.attn_scale,
@@ -209,26 +225,40 @@ class BERT(ZooModel):
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, T) ids -> hidden states (B, T, H) and the pooled [CLS] vector tanh(W h_0 + b) (B, H).
+        """(B, T) ids -> hidden states (B, T, H) and the pooled vector tanh(W h + b) (B, H) of [CLS] (position 0),
+        or with `causal` of the last real token.
 
         attention_mask: (B, T), 1 for real tokens and 0 for padding (Hugging Face's convention)."""
+        c = self.config
         _, t = input_ids.shape
         if position_ids is not None and self.pos_emb is None:
-            raise ValueError(
-                f"position_ids are for learned or sinusoidal positions, not positions='{self.config.positions}'"
-            )
+            raise ValueError(f"position_ids are for learned or sinusoidal positions, not positions='{c.positions}'")
         if position_ids is None and self.pos_emb is not None:
             position_ids = torch.arange(t, device=input_ids.device)[None]
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        keep = None if attention_mask is None else attention_mask.to(torch.bool)  # real tokens, for masked BN
         pos = None if self.pos_emb is None else self.pos_emb(position_ids)
         x = merge_positions(self.tok_emb(input_ids), pos, self.pos_merge) + self.seg_emb(token_type_ids)
-        x = self.drop(self.emb_norm(x))
-        mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = build_attention_mask(attention_mask, t, t, causal=False)
-        hidden = self.blocks(x, mask=mask)
-        return hidden, torch.tanh(self.pooler(hidden[:, 0]))
+        x = self.drop(apply_norm(self.emb_norm, x, keep))
+        padded = keep is not None and not bool(keep.all())
+        mask, is_causal = None, c.causal
+        if padded and c.causal and c.attn_window is not None:
+            mask = keep[:, None, None, :]  # a key padding mask only: the window adds causality itself
+        elif padded:
+            mask, is_causal = build_attention_mask(attention_mask, t, t, causal=c.causal), False
+        hidden = self.blocks(x, mask=mask, is_causal=is_causal, token_mask=keep)
+        return hidden, torch.tanh(self.pooler(self._pooled_token(hidden, keep)))
+
+    def _pooled_token(self, hidden: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+        """[CLS]'s hidden state; under causal attention, the last real token's (any padding layout)."""
+        if not self.config.causal:
+            return hidden[:, 0]
+        if keep is None:
+            return hidden[:, -1]
+        positions = torch.arange(hidden.shape[1], device=hidden.device)
+        last = torch.where(keep, positions, -1).amax(dim=-1).clamp(min=0)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
     def forward(
         self,

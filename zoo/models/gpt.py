@@ -28,6 +28,7 @@ from zoo.core import (
 from .base import (
     ZooModel,
     check_attention_switches,
+    check_block_switches,
     check_choice,
     check_position_switches,
     check_positive,
@@ -57,6 +58,11 @@ class GPTConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None, or each token attends to the attn_window most recent tokens
+    # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms.
+    norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: every block norm and the final one
+    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
+    residual_attn: bool = True  # False: no skip path around the attention sub-layer
+    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
 
     def __post_init__(self) -> None:
         check_positive(
@@ -84,6 +90,7 @@ class GPTConfig:
             d_model=self.n_embd,
             head_dim=self.n_embd // self.n_head,
         )
+        check_block_switches(self, residual_attn=self.residual_attn, residual_ff=self.residual_ff)
 
 
 _GPT2 = dict(vocab_size=50257, block_size=1024, activation="gelu_tanh")
@@ -127,6 +134,10 @@ class GPT(ZooModel):
             attn_dropout=c.dropout,
             activation=c.activation,
             norm_first=True,
+            norm=c.norm,
+            ff_inner_norm=c.ff_inner_norm,
+            residual_attn=c.residual_attn,
+            residual_ff=c.residual_ff,
             norm_eps=c.layer_norm_eps,
             bias=c.bias,
             attn_impl=c.attn_impl,
@@ -182,7 +193,9 @@ class GPT(ZooModel):
         elif attention_mask is not None:
             mask = build_attention_mask(attention_mask, t, past + t, causal=True)
         causal = mask is None or self.config.attn_window is not None
-        h = self.blocks(x, mask=mask, is_causal=causal, cache=cache)
+        # Masked batch norm's real tokens: left padding is all GPT has (none at all when the mask was dropped).
+        token_mask = None if attention_mask is None else attention_mask[:, -t:].to(torch.bool)
+        h = self.blocks(x, mask=mask, is_causal=causal, cache=cache, token_mask=token_mask)
         if targets is not None:
             output = self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
             return linear_cross_entropy(h, output, targets, ignore_index=ignore_index)
