@@ -48,6 +48,8 @@ class ImageClassificationDataModule(L.LightningDataModule):
     Splits: `split_sizes=[train, val, test]` (counts, or fractions summing to at most 1) pools all images of the
     source and splits them with `split_seed`; this is how MNIST is used when only its 10k official test images are
     on disk. `split_sizes=null` keeps the official train/test split and holds out `val_size` training images.
+    `max_train_images=n` then trains on n of the training images only, class-balanced and seeded by `split_seed`
+    (validation and test stay whole); smaller n give subsets of larger ones, so a data-size sweep is nested.
 
     `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
     Training images are shuffled by `seed` alone and resume exactly where a checkpoint stopped.
@@ -64,6 +66,7 @@ class ImageClassificationDataModule(L.LightningDataModule):
         split_sizes: list[float] | None = (8000, 1000, 1000),
         val_size: int | float = 5000,
         split_seed: int = 0,
+        max_train_images: int | None = None,
         seed: int = 0,
         crop_padding: int = 2,
         hflip: bool | None = None,
@@ -90,6 +93,8 @@ class ImageClassificationDataModule(L.LightningDataModule):
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if split_sizes is not None and (len(split_sizes) != 3 or any(s <= 0 for s in split_sizes)):
             raise ValueError(f"split_sizes must be three positive sizes [train, val, test], got {list(split_sizes)}")
+        if max_train_images is not None and max_train_images <= 0:
+            raise ValueError(f"data.max_train_images must be a positive count (or null: all), got {max_train_images}")
         if mixup_alpha < 0 or cutmix_alpha < 0:
             raise ValueError("mixup_alpha and cutmix_alpha must be >= 0 (0 turns them off)")
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
@@ -215,6 +220,20 @@ class ImageClassificationDataModule(L.LightningDataModule):
         return CheckedImageFolder(root, grayscale=hp.grayscale), None, None
 
     def _split(self) -> dict[str, tuple[Dataset, list[int]]]:
+        splits = self._full_split()
+        n = self.hparams.max_train_images
+        if n is not None:
+            base, indices = splits["train"]
+            if n > len(indices):
+                raise ValueError(
+                    f"data.max_train_images={n} is more than the {len(indices)} training images; lower it or "
+                    "set it to null"
+                )
+            generator = torch.Generator().manual_seed(self.hparams.split_seed)
+            splits["train"] = (base, class_balanced_subset(base, list(indices), n, generator))
+        return splits
+
+    def _full_split(self) -> dict[str, tuple[Dataset, list[int]]]:
         hp = self.hparams
         pool, official_val, official_test = self._sources()
         generator = torch.Generator().manual_seed(hp.split_seed)
@@ -275,6 +294,34 @@ class ImageClassificationDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", train=False)
+
+
+def class_balanced_subset(base: Dataset, indices: list[int], n: int, generator: torch.Generator) -> list[int]:
+    """`n` of `indices`, as even over the classes as they allow: the indices are put in a seeded random order,
+    then taken one class at a time in turn (a class that runs out leaves its turn to the others). The first n
+    of that order are the subset, so a smaller n gives a subset of a larger one."""
+    labels = dataset_labels(base, indices)
+    by_class: dict[int, list[int]] = {}
+    for k in torch.randperm(len(indices), generator=generator).tolist():
+        by_class.setdefault(labels[k], []).append(indices[k])
+    queues = [by_class[c] for c in sorted(by_class)]
+    chosen: list[int] = []
+    for rank in range(max(len(q) for q in queues)):
+        chosen += [q[rank] for q in queues if rank < len(q)]
+        if len(chosen) >= n:
+            break
+    return chosen[:n]
+
+
+def dataset_labels(base: Dataset, indices: list[int]) -> list[int]:
+    """The labels of `indices` of a dataset, read without decoding images where the dataset keeps them apart."""
+    if isinstance(base, TensorImages):
+        return base.labels[indices].tolist()
+    if isinstance(base, torch.utils.data.ConcatDataset) and all(isinstance(d, TensorImages) for d in base.datasets):
+        return torch.cat([d.labels for d in base.datasets])[indices].tolist()
+    if hasattr(base, "targets"):  # torchvision's ImageFolder
+        return [int(base.targets[i]) for i in indices]
+    return [int(base[i][1]) for i in indices]
 
 
 def spec_native(dataset: str | None) -> int | None:

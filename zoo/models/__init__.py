@@ -1,7 +1,9 @@
-"""The four models, each a thin specialization of `zoo.core`; plain nn.Modules, no Lightning or Hydra."""
+"""The four models, each a thin specialization of `zoo.core`, and a convolutional baseline (CNN, from
+torchvision's ResNet blocks); plain nn.Modules, no Lightning or Hydra."""
 
 from .base import ZooModel
 from .bert import BERT, BERTConfig
+from .cnn import CNN, CNNConfig
 from .gpt import GPT, GPTConfig
 from .transformer import Transformer, TransformerConfig
 from .vit import ViT, ViTConfig
@@ -9,10 +11,13 @@ from .vit import ViT, ViTConfig
 # model_type -> class, for checkpoints and interop that must rebuild a model from its stored config.
 MODEL_TYPES: dict[str, type[ZooModel]] = {BERT.model_type: BERT, GPT.model_type: GPT, ViT.model_type: ViT}
 MODEL_TYPES[Transformer.model_type] = Transformer
+MODEL_TYPES[CNN.model_type] = CNN
 
 __all__ = [
     "BERT",
     "BERTConfig",
+    "CNN",
+    "CNNConfig",
     "GPT",
     "GPTConfig",
     "MODEL_TYPES",
