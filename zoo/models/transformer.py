@@ -34,6 +34,7 @@ from zoo.core import (
 from .base import (
     ZooModel,
     check_attention_switches,
+    check_block_switches,
     check_choice,
     check_position_switches,
     check_positive,
@@ -74,6 +75,13 @@ class TransformerConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None or w: decoder w most recent tokens, encoder w // 2 each side
+    # The block's switches (issue 12), for both stacks; see zoo.core.Block and zoo.core.norms.
+    norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: every block norm and the final ones
+    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
+    residual_attn: bool = True  # False: no skip path around self- and cross-attention
+    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
+    # True: the encoder's self-attention is causal (GPT-style; with attn_window, the w most recent tokens).
+    encoder_causal: bool = False
 
     def __post_init__(self) -> None:
         if self.tgt_vocab_size is None:
@@ -110,6 +118,9 @@ class TransformerConfig:
             sinusoid_base=self.sinusoid_base,
             d_model=self.d_model,
             head_dim=self.d_model // self.n_heads,
+        )
+        check_block_switches(
+            self, residual_attn=self.residual_attn, residual_ff=self.residual_ff, encoder_causal=self.encoder_causal
         )
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
@@ -156,6 +167,10 @@ class Transformer(ZooModel):
             ff_inner_dropout=c.ff_dropout,
             activation=c.activation,
             norm_first=c.norm_first,
+            norm=c.norm,
+            ff_inner_norm=c.ff_inner_norm,
+            residual_attn=c.residual_attn,
+            residual_ff=c.residual_ff,
             norm_eps=c.layer_norm_eps,
             attn_impl=c.attn_impl,
             attn_scale=c.attn_scale,
@@ -193,8 +208,18 @@ class Transformer(ZooModel):
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         """src: (B, S) ids; src_mask: (B, S) 1 for real tokens, 0 for padding -> (B, S, d_model)."""
-        mask = None if src_mask is None else build_attention_mask(src_mask, src.shape[1], src.shape[1], causal=False)
-        return self.encoder(self._embed(self.src_emb, src), mask=mask)
+        s = src.shape[1]
+        keep = None if src_mask is None else src_mask.to(torch.bool)  # real tokens, for masked batch norm
+        mask, is_causal = None, False
+        if not self.config.encoder_causal:
+            mask = None if src_mask is None else build_attention_mask(src_mask, s, s, causal=False)
+        elif keep is None or bool(keep.all()):
+            is_causal = True  # no padding: SDPA's is_causal fast path
+        elif self.config.attn_window is not None:
+            mask, is_causal = keep[:, None, None, :], True  # a key padding mask: the window adds causality itself
+        else:
+            mask = build_attention_mask(src_mask, s, s, causal=True)
+        return self.encoder(self._embed(self.src_emb, src), mask=mask, is_causal=is_causal, token_mask=keep)
 
     def decode(
         self,
@@ -224,6 +249,8 @@ class Transformer(ZooModel):
         elif tgt_mask is not None and not bool(tgt_mask.all()):
             self_mask = build_attention_mask(tgt_mask, t, past + t, causal=True)
         cross_mask = None if src_mask is None else build_attention_mask(src_mask, t, s, causal=False)
+        # Masked batch norm's real target tokens: the task marks target padding by pad ids, not by a mask.
+        keep = (tgt != self.config.pad_token_id) if tgt_mask is None else tgt_mask.to(torch.bool)
         return self.decoder(
             self._embed(self.tgt_emb, tgt, offset=past),
             mask=self_mask,
@@ -231,6 +258,7 @@ class Transformer(ZooModel):
             context=memory,
             context_mask=cross_mask,
             cache=cache,
+            token_mask=keep,
         )
 
     def forward(

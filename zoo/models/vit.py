@@ -17,7 +17,6 @@ from torch import nn
 
 from zoo.core import (
     ATTENTION_IMPLS,
-    NORMS,
     BlockStack,
     LearnedPositionEmbedding,
     PatchEmbedding,
@@ -25,7 +24,14 @@ from zoo.core import (
     make_norm,
 )
 
-from .base import ZooModel, check_attention_switches, check_choice, check_positive, check_probability
+from .base import (
+    ZooModel,
+    check_attention_switches,
+    check_block_switches,
+    check_choice,
+    check_positive,
+    check_probability,
+)
 
 POOLS = ("token", "avg")
 
@@ -44,8 +50,9 @@ class ViTConfig:
     attn_dropout: float = 0.0
     pool: str = "token"  # "token": the class token's output; "avg": mean of the patch tokens
     class_token: bool = True
-    # "layernorm", or "batchnorm" for BN-ViT ("Leveraging Batch Normalization for Vision Transformers", Yao et
-    # al. 2021): every LayerNorm becomes a BatchNorm and the FFN gets a BatchNorm between its two layers.
+    # "layernorm"; "batchnorm" with ff_inner_norm="batchnorm" is BN-ViT ("Leveraging Batch Normalization for
+    # Vision Transformers", Yao et al. 2021): every LayerNorm becomes a BatchNorm and the FFN gets a BatchNorm
+    # between its two layers (model=vit_bn). Also "none"; "batchnorm_masked" equals "batchnorm" (no padding).
     norm: str = "layernorm"
     norm_eps: float = 1e-6  # timm, torchvision and the original JAX code use 1e-6
     attn_impl: str = "auto"
@@ -57,6 +64,13 @@ class ViTConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
+    # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms.
+    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
+    residual_attn: bool = True  # False: no skip path around the attention sub-layer
+    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
+    # True: causal self-attention over [class token,] patches in raster order; needs pool="avg" (a class token
+    # in front would see only itself).
+    causal: bool = False
 
     def __post_init__(self) -> None:
         check_positive(
@@ -82,13 +96,18 @@ class ViTConfig:
             )
         check_probability(dropout=self.dropout, attn_dropout=self.attn_dropout)
         check_choice("pool", self.pool, POOLS)
-        check_choice("norm", self.norm, NORMS)
+        check_block_switches(self, residual_attn=self.residual_attn, residual_ff=self.residual_ff, causal=self.causal)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_attention_switches(
             attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
         )
         if self.pool == "token" and not self.class_token:
             raise ValueError("pool='token' needs class_token=true; use pool='avg' for a model without a class token")
+        if self.causal and self.pool == "token":
+            raise ValueError(
+                "causal=true with pool='token' would classify from the class token, which comes first and so sees "
+                "only itself; use pool='avg'"
+            )
 
     @property
     def grid_size(self) -> int:
@@ -161,7 +180,6 @@ class ViT(ZooModel):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.embed_dim)) if c.class_token else None
         self.pos_emb = LearnedPositionEmbedding(self.num_prefix_tokens + c.grid_size**2, c.embed_dim)
         self.drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
-        batchnorm = c.norm == "batchnorm"
         self.blocks = BlockStack(
             c.depth,
             c.embed_dim,
@@ -173,7 +191,9 @@ class ViT(ZooModel):
             activation="gelu",
             norm_first=True,
             norm=c.norm,
-            ff_inner_norm="batchnorm" if batchnorm else None,
+            ff_inner_norm=c.ff_inner_norm,
+            residual_attn=c.residual_attn,
+            residual_ff=c.residual_ff,
             norm_eps=c.norm_eps,
             attn_impl=c.attn_impl,
             attn_scale=c.attn_scale,
@@ -221,7 +241,7 @@ class ViT(ZooModel):
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = self.drop(x + self._positions(grid))
-        x = self.blocks(x, n_outputs=1 if class_token_only else None)
+        x = self.blocks(x, is_causal=self.config.causal, n_outputs=1 if class_token_only else None)
         return self.norm(x) if self.config.pool == "token" else x
 
     def forward_head(self, tokens: torch.Tensor, *, pre_logits: bool = False) -> torch.Tensor:
@@ -238,7 +258,8 @@ class ViT(ZooModel):
         # Classifying from the class token reads one row of the last block: its attention query, projection
         # and MLP run for that row alone (the other rows are still its keys and values). That is ~1/7 of the
         # matmul work of a 6-block ViT saved, with the same logits; batch norm would see other statistics.
-        shortcut = c.pool == "token" and c.class_token and c.norm == "layernorm"
+        per_position = c.norm in ("layernorm", "none") and c.ff_inner_norm in (None, "layernorm")
+        shortcut = c.pool == "token" and c.class_token and per_position
         return self.forward_head(self.forward_features(images, class_token_only=shortcut))
 
     # ---- resolution ------------------------------------------------------------------------------------------
