@@ -10,9 +10,11 @@ the start of training, the gradient probe reads the first step's gradients (a tr
 from __future__ import annotations
 
 import math
+import re
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 
 from .attention_stats import summarize
 from .batches import first_val_batch, forward_batch
@@ -61,16 +63,21 @@ class AttentionProbe(_Probe):
     """Per attention layer on one real validation batch: entropy, max probability, diagonal (self) mass and the
     variance of the pre-softmax logits; at the start of training and every `every_n_steps` optimizer steps."""
 
+    _batch = None  # None: off (a model without attention, e.g. the CNN baseline of a ViT-vs-CNN sweep)
+
     def on_train_start(self, trainer, pl_module) -> None:
+        if not attention_modules(pl_module):
+            rank_zero_info(f"AttentionProbe: {type(pl_module.net).__name__} has no attention; nothing to probe")
+            return
         self._batch = first_val_batch(trainer, pl_module)
         self._measure(trainer, pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self._due(trainer.global_step):
+        if self._batch is not None and self._due(trainer.global_step):
             self._measure(trainer, pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        if trainer.global_step not in self.history:
+        if self._batch is not None and trainer.global_step not in self.history:
             self._measure(trainer, pl_module)  # the final weights, whatever every_n_steps was
 
     @torch.no_grad()
@@ -120,6 +127,31 @@ class GradNormProbe(_Probe):
         if self._due(trainer.global_step):
             self._log(trainer, gradient_norms(pl_module))
 
+    def lab_record(self) -> dict:
+        """Also the series grad_by_layer@init / @last: the main stack's per-layer norms in depth order."""
+        record = super().lab_record()
+        steps = sorted(self.history)
+        series = {}
+        if steps and steps[0] == 0:
+            series["grad_by_layer@init"] = layers_in_order(self.history[0], "probe/grad/")
+        if steps:
+            series["grad_by_layer@last"] = layers_in_order(self.history[steps[-1]], "probe/grad/")
+        if any(series.values()):
+            record["series"] = {k: v for k, v in series.items() if v}
+        return record
+
+
+_MAIN_LAYER = re.compile(r"l(\d+)")  # a layer of the model's one stack (not encoder./decoder. prefixed)
+
+
+def layers_in_order(values: dict[str, float], prefix: str) -> list[float]:
+    """The values of layers l0, l1, ... (keys `<prefix>l<i>`) in depth order."""
+    layers = {}
+    for key, value in values.items():
+        if key.startswith(prefix) and (m := _MAIN_LAYER.fullmatch(key[len(prefix) :])):
+            layers[int(m.group(1))] = value
+    return [layers[i] for i in sorted(layers)]
+
 
 def gradient_norms(module: torch.nn.Module) -> dict[str, float]:
     attn_paths = {path for path, m in module.named_modules() if m in set(attention_modules(module).values())}
@@ -139,6 +171,10 @@ def gradient_norms(module: torch.nn.Module) -> dict[str, float]:
         for name, chunk in zip(pieces or (group,), chunks):
             groups[name] = groups.get(name, 0.0) + float(chunk.square().sum())
     values = {f"probe/grad/{k}": math.sqrt(v) for k, v in layers.items()}
+    depth = layers_in_order(values, "probe/grad/")
+    if len(depth) >= 2 and depth[-1] > 0:
+        # < 1: less gradient reaches the first layer than the last (vanishing with depth); > 1: exploding
+        values["probe/grad/first_over_last"] = depth[0] / depth[-1]
     values.update({f"probe/grad_group/{k}": math.sqrt(v) for k, v in groups.items()})
     values["probe/grad/total"] = math.sqrt(sum(groups.values()))
     return values

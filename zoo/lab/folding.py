@@ -1,0 +1,100 @@
+"""Inference time with and without BatchNorm folded into the following linear layer (the BN-ViT question).
+
+In eval mode a BatchNorm is a fixed per-channel affine map, so it can be merged into the next linear layer's
+weights and bias (`zoo.core.bn_fold.fold_batchnorms`); the folded model computes the same logits with one layer
+fewer per norm. A LayerNorm depends on each token's own statistics and cannot be folded: a LayerNorm model is
+timed as it is (folded = unfolded). The fold is checked, not trusted: the largest logit difference is recorded
+and a difference above `tolerance` is an error.
+
+- `BatchNormFoldProbe` (a callback): after training, on the trained model and one real validation batch.
+- `bn_fold` (a `lab_measure` function): the same on a freshly built model, without training.
+Both record `lab/infer_ms` (median eval forward of the batch as trained), `lab/infer_ms_folded`,
+`lab/fold_speedup` (unfolded / folded time), `lab/fold_max_diff` and `lab/batchnorms` (how many were folded).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from statistics import median
+
+import lightning as L
+import torch
+from torch.nn.modules.batchnorm import _BatchNorm
+
+
+def _time(net, images, repeats: int, warmup: int) -> float:
+    def run():
+        net(images)
+        if images.device.type == "cuda":
+            torch.cuda.synchronize(images.device)
+
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return median(times)
+
+
+@torch.no_grad()
+def fold_timing(
+    net: torch.nn.Module, images: torch.Tensor, *, repeats: int = 10, warmup: int = 2, tolerance: float = 1e-5
+) -> dict[str, float]:
+    """Time `net` (eval mode) on `images` before and after folding its BatchNorms; `net` itself is not changed."""
+    from zoo.core.bn_fold import fold_batchnorms
+
+    was_training = net.training
+    net.eval()
+    try:
+        count = sum(isinstance(m, _BatchNorm) for m in net.modules())
+        folded = fold_batchnorms(copy.deepcopy(net)).eval()
+        reference, logits = net(images), folded(images)
+        diff = float((reference.float() - logits.float()).abs().max())
+        if diff > tolerance:
+            raise ValueError(
+                f"folding the BatchNorms changed the logits by {diff:.3g} (> {tolerance:g}); the fold is wrong"
+            )
+        plain_s = _time(net, images, repeats, warmup)
+        folded_s = _time(folded, images, repeats, warmup)
+    finally:
+        net.train(was_training)
+    return {
+        "lab/infer_ms": 1000 * plain_s,
+        "lab/infer_ms_folded": 1000 * folded_s,
+        "lab/fold_speedup": plain_s / folded_s,
+        "lab/fold_max_diff": diff,
+        "lab/batchnorms": float(count),
+    }
+
+
+class BatchNormFoldProbe(L.Callback):
+    def __init__(self, repeats: int = 10, batch_size: int | None = None) -> None:
+        if repeats <= 0:
+            raise ValueError(f"repeats must be positive, got {repeats}")
+        self.repeats, self.batch_size = repeats, batch_size
+        self.metrics: dict[str, float] = {}
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        from .batches import first_val_batch
+
+        images = first_val_batch(trainer, pl_module)[0]
+        if self.batch_size is not None:
+            images = images[: self.batch_size]
+        self.metrics = fold_timing(pl_module.net, images, repeats=self.repeats)
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.log_metrics(self.metrics, step=trainer.global_step)
+
+    def lab_record(self) -> dict:
+        return {"metrics": dict(self.metrics)}
+
+
+def bn_fold(net, datamodule, *, batch_size: int = 100, repeats: int = 10, device: str = "cpu") -> tuple[dict, dict]:
+    """lab_measure: the fold's equality and speed on real validation images, for a model as built (untrained)."""
+    images = next(iter(datamodule.val_dataloader()))[0][:batch_size].to(device)
+    net.to(device)
+    metrics = fold_timing(net, images, repeats=repeats)
+    return metrics, {"metrics": metrics}
