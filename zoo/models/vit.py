@@ -257,9 +257,10 @@ class ViT(ZooModel):
         c = self.config
         # Classifying from the class token reads one row of the last block: its attention query, projection
         # and MLP run for that row alone (the other rows are still its keys and values). That is ~1/7 of the
-        # matmul work of a 6-block ViT saved, with the same logits; batch norm would see other statistics.
+        # matmul work of a 6-block ViT saved, with the same logits. Batch norm in training would see other batch
+        # statistics; in eval mode it is a fixed per-position map too.
         per_position = c.norm in ("layernorm", "none") and c.ff_inner_norm in (None, "layernorm")
-        shortcut = c.pool == "token" and c.class_token and per_position
+        shortcut = c.pool == "token" and c.class_token and (per_position or not self.training)
         return self.forward_head(self.forward_features(images, class_token_only=shortcut))
 
     # ---- resolution ------------------------------------------------------------------------------------------
