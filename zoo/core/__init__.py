@@ -12,6 +12,7 @@ from .attention import (
     check_attention_options,
 )
 from .block import Block, BlockStack
+from .bn_fold import fold_batchnorms
 from .chunked_loss import linear_cross_entropy
 from .decoding import beam_search, decode_tokens, length_penalty_factor
 from .embeddings import (
@@ -92,6 +93,7 @@ __all__ = [
     "build_attention_mask",
     "decode_tokens",
     "filter_logits",
+    "fold_batchnorms",
     "init_transformer_weights",
     "length_penalty_factor",
     "linear_cross_entropy",
