@@ -115,3 +115,15 @@ def test_transformer_causal_encoder_does_not_see_later_source_tokens(switches, p
     bidirectional = Transformer.from_preset("transformer-tiny", src_vocab_size=VOCAB, **switches).eval()
     a, b = bidirectional.encode(src, mask), bidirectional.encode(changed_after(src, CUT), mask)
     assert (a[:, :CUT] - b[:, :CUT]).abs().max() > 1e-3
+
+
+def test_a_switch_on_net_that_the_pretrained_encoder_lacks_is_a_one_line_error(tmp_path):
+    """Fine-tuning takes the encoder's architecture from the checkpoint; `net`'s causal=true would be dropped."""
+    from zoo.interop import save_hf
+    from zoo.tasks import SequenceClassificationTask
+
+    save_hf(BERT.from_preset("bert-tiny", vocab_size=VOCAB), tmp_path)
+    task = SequenceClassificationTask(bert(False), pretrained=str(tmp_path))
+    assert not task.net.config.causal and task.net.config.vocab_size == VOCAB
+    with pytest.raises(ValueError, match="model.net sets causal=True but the pretrained encoder .* has causal=False"):
+        SequenceClassificationTask(bert(True), pretrained=str(tmp_path))

@@ -317,3 +317,13 @@ def test_bn_vit_class_token_shortcut_is_exact_in_eval_mode():
     model(images)  # running statistics that are not the initial ones
     model.eval()
     torch.testing.assert_close(model(images), model.forward_head(model.forward_features(images)))
+
+
+def test_a_bn_vit_config_recorded_before_ff_inner_norm_keeps_its_ffn_batchnorm():
+    """Checkpoints of BN-ViT from before the switch record norm='batchnorm' only; their FFN had a BatchNorm."""
+    trained = ViT.from_preset("vit-nano/4", norm="batchnorm", ff_inner_norm="batchnorm")
+    old = {k: v for k, v in trained.config_dict().items() if k != "ff_inner_norm"}
+    rebuilt = ViT.from_config_dict(old)
+    assert rebuilt.config.ff_inner_norm == "batchnorm"
+    rebuilt.load_state_dict(trained.state_dict())  # strict: every key fits
+    assert ViT.from_config_dict(old | {"ff_inner_norm": None}).config.ff_inner_norm is None

@@ -263,6 +263,14 @@ class ViT(ZooModel):
         shortcut = c.pool == "token" and c.class_token and (per_position or not self.training)
         return self.forward_head(self.forward_features(images, class_token_only=shortcut))
 
+    @classmethod
+    def from_config_dict(cls, config: dict):
+        """A recorded config. One written before `ff_inner_norm` existed (no such key) with norm="batchnorm" is a
+        BN-ViT of that time, which always had the FFN BatchNorm: it keeps it, so its weights still load."""
+        if config.get("norm") == "batchnorm" and "ff_inner_norm" not in config:
+            config = {**config, "ff_inner_norm": "batchnorm"}
+        return super().from_config_dict(config)
+
     # ---- resolution ------------------------------------------------------------------------------------------
     @torch.no_grad()
     def set_image_size(self, image_size: int) -> None:

@@ -98,6 +98,15 @@ class SequenceClassificationTask(ZooTask):
                         f"the data's tokenizer is not the vocab.txt of {pretrained}; "
                         "set data.pretrained to the same directory"
                     )
+        # The encoder's architecture comes from the checkpoint: a switch set on `net` would be silently dropped.
+        differing = {k: v for k, v in net.nondefault_switches().items() if getattr(source.config, k) != v}
+        if differing:
+            listed = ", ".join(f"{k}={v!r}" for k, v in differing.items())
+            theirs = ", ".join(f"{k}={getattr(source.config, k)!r}" for k in differing)
+            raise ValueError(
+                f"model.net sets {listed} but the pretrained encoder {pretrained} has {theirs}; its architecture "
+                "comes from the checkpoint: drop the switch, or pretrain with it"
+            )
         config = dataclasses.replace(
             source.config,
             head="classification",
