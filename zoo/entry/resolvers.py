@@ -9,8 +9,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-RESUMABLE = ("last.ckpt", "on_exception.ckpt")
-
 
 def wandb_offline() -> bool:
     """True unless an API key is available (WANDB_API_KEY or a `wandb login` entry in ~/.netrc), so that runs
@@ -25,39 +23,103 @@ def wandb_offline() -> bool:
         return True
 
 
+def checkpoint_files(run_dir: str | Path) -> list[Path]:
+    """A run's checkpoints (last.ckpt, on_exception.ckpt, the top-k step_*.ckpt), newest first."""
+    directory = Path(run_dir) / "checkpoints"
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _usable(path: Path) -> tuple[int | None, str]:
+    """(global step, "") for a checkpoint a run can resume from, else (None, why not)."""
+    from zoo.tasks.checkpoint import check_checkpoint_file  # torch: only when a run starts, not at config time
+
+    try:
+        step = check_checkpoint_file(path)
+    except (ValueError, FileNotFoundError) as error:
+        reason = str(error).removeprefix(f"{path}").lstrip(": ")
+        return None, " ".join(reason.split())
+    if step <= 0:
+        return None, "no progress (step 0: a run that failed at its start)"
+    return step, ""
+
+
+def choose_checkpoint(candidates: list[Path]) -> tuple[Path | None, int, list[str]]:
+    """The first of `candidates` that made progress, is complete and matches its checksum; returns (path or None,
+    its step, "<path> (why)" for each one passed over before it)."""
+    skipped = []
+    for path in candidates:
+        step, why = _usable(path)
+        if step is not None:
+            return path, step, skipped
+        skipped.append(f"{path} ({why})")
+    return None, 0, skipped
+
+
+def _newest_first(run_dirs: list[Path]) -> list[Path]:
+    files = [f for d in run_dirs for f in checkpoint_files(d)]
+    return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _task_runs(runs_root: str | Path) -> list[Path]:
+    root = Path(runs_root)
+    return sorted(d for d in root.iterdir() if d.is_dir()) if root.is_dir() else []
+
+
 def newest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The most recent of a run's resumable checkpoints (last.ckpt, or on_exception.ckpt after a crash)."""
-    found = [p for p in (Path(run_dir) / "checkpoints" / name for name in RESUMABLE) if p.is_file()]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+    """The checkpoint a run resumes from in `run_dir`: the newest one that made progress and is intact."""
+    return choose_checkpoint(checkpoint_files(run_dir))[0]
 
 
 def resolve_ckpt_path(cfg: DictConfig) -> str | None:
-    from zoo.tasks.checkpoint import check_checkpoint_file  # torch: only when a run starts, not at config time
+    """The checkpoint a run resumes from, checked before anything is built or written.
 
-    """`last` / auto_resume: the newest checkpoint of this run's directory (hydra.run.dir already points at the
-    run being resumed); a file path: checked before anything is built or written."""
+    A file path: it must be complete, hold only weights and match its checksum. `last` / auto_resume: the newest
+    good checkpoint among the task's runs (the one run_dir placed this run in), or, when hydra.run.dir names a
+    directory outside them, that directory's first. No ckpt_path: a good checkpoint already in this run's directory
+    (the run continues it, as Lightning would). Checkpoints passed over are named with the reason, in one line."""
+    from lightning.pytorch.utilities import rank_zero_info
+
     ckpt_path = cfg.get("ckpt_path")
-    if ckpt_path == "last" or (ckpt_path is None and cfg.get("auto_resume")):
-        found = newest_checkpoint(cfg.paths.output_dir)
-        if found is None and ckpt_path == "last":
-            raise ValueError(
-                f"ckpt_path=last: no earlier run of task '{cfg.task_name}' under {cfg.paths.log_dir} left a "
-                "checkpoint; start without ckpt_path, or give a checkpoint file"
-            )
-        return None if found is None else str(found)
-    if ckpt_path is not None:
+    if ckpt_path is not None and ckpt_path != "last":
+        from zoo.tasks.checkpoint import check_checkpoint_file
+
         check_checkpoint_file(ckpt_path)
-    return ckpt_path
+        return str(ckpt_path)
+    own = Path(cfg.paths.output_dir)
+    if ckpt_path == "last" or cfg.get("auto_resume"):
+        runs = _task_runs(Path(cfg.paths.log_dir) / cfg.task_name / "runs")
+        if any(d.resolve() == own.resolve() for d in runs):
+            candidates = _newest_first(runs)
+        else:
+            candidates = [*checkpoint_files(own), *_newest_first(runs)]
+    else:
+        candidates = checkpoint_files(own)
+    chosen, step, skipped = choose_checkpoint(candidates)
+    passed_over = f"; skipped: {'; '.join(skipped)}" if skipped else ""
+    if chosen is None:
+        if ckpt_path == "last":
+            where = f"{cfg.paths.log_dir}/{cfg.task_name}/runs"
+            raise ValueError(
+                f"ckpt_path=last: no earlier run of task '{cfg.task_name}' under {where} left a usable checkpoint"
+                f"{passed_over}; start without ckpt_path, or give a checkpoint file"
+            )
+        if skipped:
+            rank_zero_info(f"no usable checkpoint to resume from, training from the start{passed_over}")
+        return None
+    rank_zero_info(f"checkpoint chosen: {chosen} (step {step}){passed_over}")
+    return str(chosen)
 
 
 def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume) -> str:
-    """The output directory of a run: a fresh one, or, with ckpt_path=last or auto_resume, the newest earlier run
-    of the same task that left a checkpoint, so that the resumed run continues in place."""
+    """The output directory of a run: a fresh one, or, with ckpt_path=last or auto_resume, the earlier run of the
+    same task that holds the newest usable checkpoint (see resolve_ckpt_path), so the resumed run continues in
+    place."""
     if ckpt_path == "last" or auto_resume:
-        root = Path(runs_root)
-        earlier = sorted(d for d in root.glob("*") if d.is_dir() and newest_checkpoint(d)) if root.is_dir() else []
-        if earlier:
-            return str(earlier[-1])
+        chosen = choose_checkpoint(_newest_first(_task_runs(runs_root)))[0]
+        if chosen is not None:
+            return str(chosen.parent.parent)
         # Nothing to resume: a fresh directory; train.py then stops with a one-line error for ckpt_path=last.
     return f"{runs_root}/{fresh_name}"
 

@@ -1,4 +1,8 @@
-"""Reading and writing the files of a Hugging Face checkpoint directory."""
+"""Reading and writing the files of a Hugging Face checkpoint directory.
+
+model.safetensors written here records a checksum of its tensors in the metadata (zoo.models.hub.CHECKSUM_KEY),
+verified when zoo reads it back; files from elsewhere have none and load as they are. pytorch_model.bin is read with
+weights_only=True, a pickle that would run code refused in one line."""
 
 from __future__ import annotations
 
@@ -6,7 +10,10 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+
+from zoo.models.hub import CHECKSUM_KEY, verify_weights, weights_checksum
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -25,30 +32,38 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """The state dict of model.safetensors, else pytorch_model.bin (loaded with weights_only=True)."""
     directory = Path(path)
     if (directory / "model.safetensors").is_file():
-        return load_file(directory / "model.safetensors")
+        return _load_safetensors(directory / "model.safetensors")
     if (directory / "pytorch_model.bin").is_file():
-        return torch.load(directory / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        return _load_bin(directory / "pytorch_model.bin")
     sharded = sorted(directory.glob("*.safetensors.index.json")) + sorted(directory.glob("*.bin.index.json"))
     if sharded:
         index = json.loads(sharded[0].read_text())
         weights: dict[str, torch.Tensor] = {}
         for shard in sorted(set(index["weight_map"].values())):
             file = directory / shard
-            weights.update(
-                load_file(file)
-                if shard.endswith(".safetensors")
-                else torch.load(file, map_location="cpu", weights_only=True)
-            )
+            weights.update(_load_safetensors(file) if shard.endswith(".safetensors") else _load_bin(file))
         return weights
     raise FileNotFoundError(f"no weights in {directory}: expected one of {', '.join(WEIGHT_FILES)}")
+
+
+def _load_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    weights = load_file(file)
+    with safe_open(str(file), framework="pt") as handle:
+        recorded = (handle.metadata() or {}).get(CHECKSUM_KEY)
+    verify_weights(weights, recorded, file)
+    return weights
+
+
+def _load_bin(file: Path) -> dict[str, torch.Tensor]:
+    from zoo.tasks.checkpoint import torch_load_weights  # zoo.tasks imports Lightning: only for .bin files
+
+    return torch_load_weights(file)
 
 
 def write_checkpoint(path: str | Path, config: dict, weights: dict[str, torch.Tensor]) -> None:
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    save_file(
-        {k: v.detach().contiguous().cpu() for k, v in weights.items()},
-        directory / "model.safetensors",
-        metadata={"format": "pt"},
-    )
+    tensors = {k: v.detach().contiguous().cpu() for k, v in weights.items()}
+    metadata = {"format": "pt", CHECKSUM_KEY: weights_checksum(tensors)}
+    save_file(tensors, directory / "model.safetensors", metadata=metadata)

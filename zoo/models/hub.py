@@ -7,21 +7,62 @@ exactly, the encoder-decoder Transformer and the lab's architecture switches inc
 
 Loading is strict: the class comes from `zoo_model_type` among zoo's own model classes (nothing named in the file is
 imported or called), unknown config fields and values are errors (the config dataclass validates them), and every
-weight must be present with its shape.
+weight must be present with its shape. model.safetensors records a checksum of the weights in its metadata
+(`weights_checksum`), verified after loading: safetensors itself checks the header, not the tensor bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 from huggingface_hub import PyTorchModelHubMixin, hf_hub_download
-from safetensors.torch import load_model
+from safetensors import safe_open
+from safetensors.torch import load_model, save_model
 
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 TYPE_KEY = "zoo_model_type"  # not "model_type": transformers would take a "bert" directory for one of its own
+CHECKSUM_KEY = "zoo_weights_checksum"  # in the safetensors metadata
+
+
+def weights_checksum(state_dict: Mapping[str, Any]) -> str:
+    """ "blake2b:<hex>" over every tensor of a state dict, in sorted key order: each key, dtype and shape, then the
+    raw bytes (viewed as uint8, so bf16 works and nothing is copied on CPU). Non-tensor entries are left out.
+
+    It lives on the models floor because checkpoints (zoo.tasks), zoo's own format (here) and Hugging Face exports
+    (zoo.interop) all record and verify it."""
+    digest = hashlib.blake2b(digest_size=32)
+    for key in sorted(state_dict):
+        tensor = state_dict[key]
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        tensor = tensor.detach()
+        digest.update(f"{key}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+        raw = tensor.cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        digest.update(memoryview(raw))
+    return f"blake2b:{digest.hexdigest()}"
+
+
+def corrupted_weights_error(source: str | Path) -> ValueError:
+    return ValueError(
+        f"{source}: weights do not match their checksum (the file is corrupted); restore it from a backup or "
+        "write it again"
+    )
+
+
+def verify_weights(state_dict: Mapping[str, Any], recorded: str | None, source: str | Path) -> bool:
+    """Raise the one-line corruption error when `recorded` (a weights_checksum) does not match; False when there
+    is nothing to check (a file written before checksums were recorded), True when it matches."""
+    if recorded is None:
+        return False
+    if weights_checksum(state_dict) != recorded:
+        raise corrupted_weights_error(source)
+    return True
 
 
 class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
@@ -30,7 +71,10 @@ class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
     def _save_pretrained(self, save_directory: Path) -> None:
         config = {TYPE_KEY: self.model_type, **dataclasses.asdict(self.config)}
         (save_directory / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        super()._save_pretrained(save_directory)  # safetensors' save_model: a tied matrix is stored once
+        # safetensors' save_model stores a tied matrix once; the checksum covers the model's full state dict, which
+        # is what load_model fills in again.
+        metadata = {"format": "pt", CHECKSUM_KEY: weights_checksum(self.state_dict())}
+        save_model(self, str(save_directory / WEIGHTS_NAME), metadata=metadata)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs):
@@ -98,6 +142,9 @@ class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
             raise ValueError(
                 f"{weights} does not fit the {model_cls.__name__} its config describes: {' '.join(str(error).split())}"
             ) from error
+        with safe_open(str(weights), framework="pt") as file:
+            recorded = (file.metadata() or {}).get(CHECKSUM_KEY)
+        verify_weights(model.state_dict(), recorded, weights)
         return model.eval()
 
     @classmethod

@@ -18,9 +18,10 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from zoo.models import ZooModel
 
-from .checkpoint import build_model, read_checkpoint
+from .checkpoint import build_model, check_same_model, read_checkpoint
 from .factories import describe_partial, rebuild_partial
 from .optim import build_optimizer, param_groups
+from .weights_checksum import record_checksum, verify_checkpoint
 
 
 class ZooTask(L.LightningModule):
@@ -127,13 +128,20 @@ class ZooTask(L.LightningModule):
             "tokenizer": None if self.tokenizer is None else self.tokenizer.to_json(),
             **self.checkpoint_extras(),
         }
+        # Lightning calls this hook last, once the state dict is final: the checksum covers what is written.
+        record_checksum(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if self._trainer is not None:  # a Lightning resume; load_from_checkpoint has verified in read_checkpoint
+            source = self._trainer.ckpt_path or "the checkpoint"
+            verify_checkpoint(checkpoint, source)
         # Checkpoints written before this base held every tensor twice, also under "_forward_fn." (the same
         # network registered a second time); those copies are dropped so that old runs still resume.
         state = checkpoint.get("state_dict", {})
         for key in [k for k in state if k.startswith("_forward_fn.")]:
             del state[key]
+        if self._trainer is not None:  # before Lightning's load_state_dict turns a mismatch into a traceback
+            check_same_model(checkpoint, self.net, source)
 
     @classmethod
     def load_from_checkpoint(

@@ -1,34 +1,72 @@
-"""Reading zoo checkpoints outside Lightning (evaluation, sampling) with `weights_only=True`."""
+"""Reading zoo checkpoints with `weights_only=True`: outside Lightning (evaluation, sampling, a pretrained encoder)
+and, before a run resumes, the check that a checkpoint is complete, holds only weights and matches its checksum."""
 
 from __future__ import annotations
 
+import os
+import pickle
 import zipfile
+from functools import lru_cache
 from pathlib import Path
 
 import torch
 
 from zoo.models import MODEL_TYPES, ZooModel
 
+from .weights_checksum import verify_checkpoint
 
-def check_checkpoint_file(path: str | Path) -> None:
-    """Fail early, with the path in the message, on a missing or unreadable checkpoint (before a run starts)."""
+
+def torch_load_weights(path: str | Path, *, mmap: bool = False):
+    """torch.load(weights_only=True) with its failures as one-line errors naming the file: a pickle that would run
+    code is refused as such, a truncated or foreign file is unreadable. mmap=True reads tensors only when touched
+    (cheap for the step counter of a large checkpoint)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path.resolve()}; check the path")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as error:
+        if "Weights only load failed" not in str(error):
+            raise ValueError(f"{path} is not a readable checkpoint (its pickle is damaged: {error})") from error
+        raise ValueError(
+            f"{path} was refused: it contains code (pickled Python objects), not weights; use a checkpoint written "
+            "by zoo, or re-save its tensors from a trusted copy"
+        ) from error
+    except Exception as error:  # torch raises several types (RuntimeError, EOFError, ...) for truncated files
+        reason = " ".join(str(error).split())[:200]
+        raise ValueError(
+            f"{path} is not a readable checkpoint (truncated, or not written by torch.save: {reason})"
+        ) from error
+
+
+@lru_cache(maxsize=64)
+def _checked(path: str, size: int, mtime_ns: int) -> int:
+    # Keyed by size and mtime: choosing a checkpoint and then resuming from it reads and hashes it once.
+    checkpoint = torch_load_weights(path, mmap=True)
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise ValueError(f"{path} is not a Lightning checkpoint (it has no state_dict)")
+    verify_checkpoint(checkpoint, path)
+    return int(checkpoint.get("global_step", 0))
+
+
+def check_checkpoint_file(path: str | Path) -> int:
+    """Check a checkpoint before a run builds or writes anything: present, complete, weights only, weights matching
+    their checksum. Returns its global step."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path.resolve()}; check ckpt_path")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated or foreign file is not one
         raise ValueError(f"{path} is not a readable checkpoint (truncated or not written by torch.save)")
+    stat = os.stat(path)
+    return _checked(str(path), stat.st_size, stat.st_mtime_ns)
 
 
 def read_checkpoint(path: str | Path) -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path.resolve()}")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises several types for truncated or foreign files
-        raise ValueError(f"{path} is not a readable checkpoint ({type(error).__name__}: {error})") from error
+    checkpoint = torch_load_weights(path)
     if not isinstance(checkpoint, dict) or "zoo" not in checkpoint:
         raise ValueError(f"{path} is not a transformer-zoo checkpoint (it has no 'zoo' section)")
+    verify_checkpoint(checkpoint, path)
     return checkpoint
 
 
@@ -57,3 +95,29 @@ def build_model(info: dict, path: str | Path) -> ZooModel:
     if model_type not in MODEL_TYPES:
         raise ValueError(f"{path}: unknown model_type '{model_type}'")
     return MODEL_TYPES[model_type].from_config_dict(info["model_config"])
+
+
+def check_same_model(checkpoint: dict, net: ZooModel, source: str | Path) -> None:
+    """Refuse, in one line, a checkpoint whose weights do not fit `net` (another model, or another size): what
+    differs is named from the checkpoint's "zoo" section, else from the first weight that does not fit."""
+    prefix = "net."
+    theirs = {k[len(prefix) :]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
+    ours = net.state_dict()
+    if theirs.keys() == ours.keys() and all(tuple(theirs[k].shape) == tuple(ours[k].shape) for k in ours):
+        return
+    info = checkpoint.get("zoo") or {}
+    their_type, their_config = info.get("model_type", "unknown"), info.get("model_config") or {}
+    our_config = net.config_dict()
+    differing = [k for k in sorted(our_config) if k in their_config and their_config[k] != our_config[k]]
+    if their_type == net.model_type and differing:
+        held = ", ".join(f"{k}={their_config[k]}" for k in differing)
+        built = ", ".join(f"{k}={our_config[k]}" for k in differing)
+    else:
+        key = next((k for k in ours if k not in theirs or tuple(theirs[k].shape) != tuple(ours[k].shape)), None)
+        key = key or next(k for k in theirs if k not in ours)
+        held = f"{key} of shape {tuple(theirs[key].shape)}" if key in theirs else f"no {key}"
+        built = f"{key} of shape {tuple(ours[key].shape)}" if key in ours else f"no {key}"
+    raise ValueError(
+        f"ckpt_path {source} holds a {their_type} model with {held}, but this run builds a {net.model_type} with "
+        f"{built}; give a checkpoint of this model, or the model options it was trained with"
+    )

@@ -1,0 +1,124 @@
+"""Checkpoint writes that a kill cannot half-do, and no checkpoint file left where resume looks that holds nothing.
+
+Lightning's TorchCheckpointIO writes through an fsspec transaction: a temporary file in TMPDIR, moved onto the
+target at the end. When TMPDIR is on another filesystem that move is a copy, and a kill during it leaves the
+previous good last.ckpt truncated (and the temporary file behind). AtomicCheckpointIO writes the temporary file
+beside the target instead, fsyncs it, renames it over the target (atomic within one directory) and fsyncs the
+directory, so last.ckpt is at every moment either the previous complete file or the new complete one. A kill still
+leaves the temporary file; `RemoveOrphanTempFiles` deletes those when the next run starts.
+
+`ProgressOnExceptionCheckpoint` is Lightning's OnExceptionCheckpoint without two habits: it writes nothing for a run
+that fails before its first optimizer step (a step-0 checkpoint would be taken for the newest one to resume), and
+it is not an OnExceptionCheckpoint, so Lightning does not turn `fit(ckpt_path=None)` into its own choice of "last"
+(which reads a truncated or step-0 file as readily as a good one); zoo.entry.resolvers chooses instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_info
+
+TEMP_MARK = ".tmp-"
+
+
+def temp_path(target: Path) -> Path:
+    """The temporary file a save of `target` writes first: hidden, beside it, named after the writing process."""
+    return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
+
+
+def remove_orphans(directory: str | Path) -> list[Path]:
+    """Delete the temporary files that killed saves left in `directory`; returns what was removed."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for path in directory.glob(f".*.ckpt{TEMP_MARK}*"):
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once the directory entry is on disk (POSIX; Windows cannot open a directory).
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """TorchCheckpointIO whose local saves are atomic on any filesystem layout (remote URLs keep Lightning's way)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options for a local checkpoint ({path})")
+        import torch
+
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = temp_path(target)
+        try:
+            with open(temporary, "wb") as file:
+                torch.save(checkpoint, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        _fsync_directory(target.parent)
+
+
+class RemoveOrphanTempFiles(Callback):
+    """At the start of a run, delete the temporary files of killed saves in every checkpoint directory."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if not trainer.is_global_zero:
+            return
+        directories = {getattr(cb, "dirpath", None) for cb in trainer.callbacks if isinstance(cb, Checkpoint)}
+        for directory in sorted(str(d) for d in directories if d):
+            removed = remove_orphans(directory)
+            if removed:
+                rank_zero_info(
+                    f"removed {len(removed)} temporary file(s) of interrupted checkpoint saves in {directory}: "
+                    + ", ".join(p.name for p in removed)
+                )
+
+
+class ProgressOnExceptionCheckpoint(Checkpoint):
+    """On a crash, Ctrl-C or SIGTERM, write `<dirpath>/<filename>.ckpt`, unless the run has not trained a step.
+    A run that ends normally removes it (its last.ckpt is newer)."""
+
+    FILE_EXTENSION = ModelCheckpoint.FILE_EXTENSION
+
+    def __init__(self, dirpath: str | Path, filename: str = "on_exception") -> None:
+        super().__init__()
+        if not filename:
+            raise ValueError("ProgressOnExceptionCheckpoint: filename must not be empty")
+        # Known at construction: an exception can come before setup.
+        self.dirpath, self.filename = dirpath, filename
+
+    @property
+    def ckpt_path(self) -> str:
+        return os.path.join(self.dirpath, self.filename + self.FILE_EXTENSION)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if trainer.global_step == 0:
+            rank_zero_info(f"no {self.ckpt_path} written: the run stopped before its first training step")
+            return
+        trainer.save_checkpoint(self.ckpt_path)
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":
+            trainer.strategy.remove_checkpoint(self.ckpt_path)
