@@ -32,6 +32,24 @@ def _progress() -> Progress:
     )
 
 
+def _received(url: str, timeout: float):
+    """(Content-Length or None, chunk) for each chunk of the response. Every way the network can fail (no route,
+    refused, unknown host, TLS, timeout, connection cut, an HTTP error status) becomes one DownloadError naming the
+    URL."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            size = response.headers.get("Content-Length")
+            size = int(size) if size and size.isdigit() else None
+            yield size, b""
+            for chunk in iter(lambda: response.read(CHUNK), b""):
+                yield size, chunk
+    except urllib.error.HTTPError as error:
+        raise DownloadError(f"{url}: HTTP {error.code} {error.reason}") from error
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+        reason = getattr(error, "reason", None) or error
+        raise DownloadError(f"{url}: {reason}") from error
+
+
 def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None:
     """Download `url` to `target` and keep it only if its sha256 is `sha256`.
 
@@ -45,21 +63,15 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
     tmp = Path(tmp_name)
     try:
         digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as response, _progress() as bar:
-                    size = response.headers.get("Content-Length")
-                    task = bar.add_task(f"downloading {target.name}", total=int(size) if size else None)
-                    for chunk in iter(lambda: response.read(CHUNK), b""):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        bar.advance(task, len(chunk))
-            except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as error:
-                if isinstance(error, urllib.error.HTTPError):
-                    reason = f"HTTP {error.code} {error.reason}"
-                else:
-                    reason = getattr(error, "reason", None) or error
-                raise DownloadError(f"{url}: {reason}") from error
+        with os.fdopen(fd, "wb") as out, _progress() as bar:
+            task = None
+            # Only the network side is a DownloadError: a failed write (disk full) stays the OSError it is.
+            for size, chunk in _received(url, timeout):
+                if task is None:
+                    task = bar.add_task(f"downloading {target.name}", total=size)
+                out.write(chunk)
+                digest.update(chunk)
+                bar.advance(task, len(chunk))
         got = digest.hexdigest()
         if got != sha256:
             raise ValueError(

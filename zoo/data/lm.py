@@ -13,8 +13,9 @@ from torch.utils.data import DataLoader
 
 from .atomic import atomic_write
 from .batching import per_device_batch_size
-from .resumable import ResumableShuffle
+from .resumable import ResumableShuffle, check_fills_a_batch
 from .sources import default_data_dir, resolve_dataset
+from .text import read_text_file
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
 from .windows import DisjointWindows, RandomWindows
 
@@ -83,9 +84,10 @@ class LanguageModelDataModule(L.LightningDataModule):
                 )
         return train, val
 
-    @staticmethod
-    def _read(paths: list[Path]) -> str:
-        return "\n".join(p.read_text(encoding="utf-8") for p in paths)
+    def _read(self, paths: list[Path], key: str) -> str:
+        if self.hparams.dataset is not None:
+            key = f"dataset '{self.hparams.dataset}'"
+        return "\n".join(read_text_file(p, key) for p in paths)
 
     def _cache_key(self, train: list[Path], val: list[Path] | None) -> str:
         hp = self.hparams
@@ -108,12 +110,12 @@ class LanguageModelDataModule(L.LightningDataModule):
         if (folder / "meta.json").is_file():
             return
         train_files, val_files = self._files()
-        text = self._read(train_files)
+        text = self._read(train_files, "data.text_files")
         if val_files is None:
             cut = int(len(text) * (1 - self.hparams.val_fraction))
             train_text, val_text = text[:cut], text[cut:]
         else:
-            train_text, val_text = text, self._read(val_files)
+            train_text, val_text = text, self._read(val_files, "data.val_files")
         if self.hparams.tokenizer == "char":
             tokenizer = CharTokenizer.train(train_text + val_text)
         else:
@@ -134,7 +136,14 @@ class LanguageModelDataModule(L.LightningDataModule):
         meta = json.loads((folder / "meta.json").read_text())
         self._tokenizer = tokenizer_from_json(meta["tokenizer"])
         for split in ("train", "val"):
-            self._splits[split] = np.memmap(folder / f"{split}.bin", dtype=meta["dtype"], mode="r")
+            path = folder / f"{split}.bin"
+            if path.stat().st_size == 0:  # np.memmap would say only "cannot mmap an empty file"
+                source = self.hparams.dataset or ", ".join(self.hparams.text_files)
+                raise ValueError(
+                    f"the {split} split of {source} has no tokens; give more text (or a larger data.val_fraction, "
+                    "or data.val_files)"
+                )
+            self._splits[split] = np.memmap(path, dtype=meta["dtype"], mode="r")
 
     @property
     def tokenizer(self):
@@ -180,6 +189,7 @@ class LanguageModelDataModule(L.LightningDataModule):
             rank, world = self.trainer.global_rank, self.trainer.world_size
             step, accumulate = self.trainer.global_step, self.trainer.accumulate_grad_batches
         sampler = ResumableShuffle(windows, seed=self.hparams.seed, rank=rank, world_size=world)
+        check_fills_a_batch(sampler, self.per_device_batch_size, accumulate=accumulate)
         # The trainer's step is restored from a checkpoint before the loader is built: skip what was consumed.
         sampler.set_position(step * accumulate * self.per_device_batch_size)
         return self._loader(windows, sampler)

@@ -38,13 +38,14 @@ class ResumableShuffle(DistributedSampler):
         `limit_batches` as Lightning's limit_train_batches does; its last optimizer step may take fewer batches,
         as Lightning steps at the end of every epoch.
         """
-        batches = len(self) // batch_size
-        if isinstance(limit_batches, int):
-            batches = min(batches, limit_batches)
-        else:
-            batches = int(batches * limit_batches)
+        check_fills_a_batch(self, batch_size, accumulate=accumulate)
+        whole = len(self) // batch_size
+        batches = min(whole, limit_batches) if isinstance(limit_batches, int) else int(whole * limit_batches)
         if batches <= 0:
-            raise ValueError(f"{len(self)} samples per process make no batch of {batch_size}; lower data.batch_size")
+            raise ValueError(
+                f"trainer.limit_train_batches={limit_batches} keeps none of the {whole} training batches per epoch; "
+                "raise it (or set train=false to skip training)"
+            )
         steps_per_epoch = math.ceil(batches / accumulate)
         self.epoch, step_in_epoch = divmod(steps, steps_per_epoch)
         self.start = step_in_epoch * accumulate * batch_size
@@ -61,6 +62,21 @@ class ResumableShuffle(DistributedSampler):
         order = self.order(torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
         mine = order[self.rank : self.total_size : self.num_replicas]
         return iter(mine[start:])
+
+
+def check_fills_a_batch(sampler: ResumableShuffle, batch_size: int, *, accumulate: int = 1) -> None:
+    """Training loaders keep whole batches only (drop_last): a split smaller than one batch would train nothing
+    and still "succeed", so it is refused, naming the split's size and the configured (global) batch."""
+    if len(sampler) >= batch_size:
+        return
+    world = sampler.num_replicas
+    share = ""
+    if world * accumulate > 1:
+        share = f" ({batch_size} per process: {world} processes x {accumulate} accumulation steps)"
+    raise ValueError(
+        f"the training split has {len(sampler.dataset)} rows but data.batch_size={batch_size * world * accumulate}"
+        f"{share} with drop_last leaves no batch; lower data.batch_size or give more training data"
+    )
 
 
 def resumable_sampler(dataset, *, seed: int, trainer, batch_size: int, kind=ResumableShuffle, **kwargs):

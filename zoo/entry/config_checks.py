@@ -1,20 +1,87 @@
 """Checks of the composed config's values before anything is built, so that a wrong type or range is reported
-in one line naming the key (instead of surfacing later as an error deep inside Lightning or torch)."""
+in one line naming the key (instead of surfacing later as an error deep inside Lightning or torch, such as
+"'<' not supported between instances of 'str' and 'int'" for trainer.max_steps=abc)."""
 
 from __future__ import annotations
 
+import math
+import re
+
 from omegaconf import DictConfig, OmegaConf
+
+# Trainer options that take a whole number, with their smallest allowed value (-1: "no limit" for Lightning).
+TRAINER_INTEGERS = {
+    "max_steps": -1,
+    "min_steps": 0,
+    "max_epochs": -1,
+    "min_epochs": 0,
+    "accumulate_grad_batches": 1,
+    "log_every_n_steps": 1,
+    "check_val_every_n_epoch": 1,
+    "num_sanity_val_steps": -1,
+    "num_nodes": 1,
+}
+# Options that take a count of batches (an integer) or a fraction of the batches (a float in [0, 1]).
+DURATION = re.compile(r"\d+:\d+:\d+:\d+")
+TRAINER_BATCH_LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches")
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _integer(cfg: DictConfig, key: str, *, minimum: int | None = None) -> None:
     value = OmegaConf.select(cfg, key, default=None)
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _is_integer(value):
         raise ValueError(f"{key} must be an integer, got {value!r}; e.g. {key}=1")
     if minimum is not None and value < minimum:
         raise ValueError(f"{key} must be >= {minimum}, got {value}")
 
 
+def _batches(cfg: DictConfig, key: str, *, at_least_one: bool = False, duration_ok: bool = False) -> None:
+    """An integer count of batches, or a float fraction of them (Lightning's convention for limit_* and
+    val_check_interval); `duration_ok`: also a time such as "00:01:00:00" (DD:HH:MM:SS) or a mapping of units."""
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None:
+        return
+    if duration_ok and (isinstance(value, DictConfig) or (isinstance(value, str) and DURATION.fullmatch(value))):
+        return  # Lightning checks the time itself
+    low, bounds = (1, "(0, 1]") if at_least_one else (0, "[0, 1]")
+    if _is_integer(value):
+        if value < low:
+            raise ValueError(f"{key} must be >= {low} batches (or a fraction in {bounds}), got {value}")
+        return
+    fraction_ok = isinstance(value, float) and (0.0 < value <= 1.0 if at_least_one else 0.0 <= value <= 1.0)
+    if not fraction_ok:
+        duration = ", or a time DD:HH:MM:SS" if duration_ok else ""
+        raise ValueError(
+            f"{key} must be an integer (batches) or a fraction in {bounds}{duration}, got {value!r}; "
+            f"e.g. {key}=10 or {key}=0.5"
+        )
+
+
+def _positive(cfg: DictConfig, key: str, *, zero_ok: bool = False) -> None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None:
+        return
+    if not _is_number(value) or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        need = "a number >= 0" if zero_ok else "positive"
+        raise ValueError(f"{key} must be {need}, got {value!r}")
+
+
 def check_config(cfg: DictConfig) -> None:
     _integer(cfg, "seed")
+    for key, minimum in TRAINER_INTEGERS.items():
+        _integer(cfg, f"trainer.{key}", minimum=minimum)
+    for key in TRAINER_BATCH_LIMITS:
+        _batches(cfg, f"trainer.{key}")
+    _batches(cfg, "trainer.val_check_interval", at_least_one=True, duration_ok=True)
+    _positive(cfg, "trainer.gradient_clip_val", zero_ok=True)
+    _positive(cfg, "model.optimizer.lr")
+    _positive(cfg, "model.weight_decay", zero_ok=True)

@@ -4,36 +4,103 @@ A single run prints `error: <message>` and exits 1. In a Hydra multirun one bad 
 job that runs out of memory) must not end the sweep: the job is reported in one line naming its directory, a
 failure record is left there for the sweep summary, and the next job runs; the multirun exits non-zero at the
 end (zoo.entry.sweep_summary). HYDRA_FULL_ERROR=1 or ZOO_FULL_ERROR=1 shows the traceback.
+
+User errors are the ValueError / FileNotFoundError / TypeError the code raises with a message written for the user,
+a config value left as `???`, and the OSErrors the machine causes (disk full, no permission, read-only file
+system), which are told with the path and the way out. Failures before the task runs (Hydra creating the output
+directory, saving .hydra/, opening the log file) get the same treatment: `hydra_errors_in_one_line`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import os
+import re
 import sys
 import traceback
+from collections.abc import Callable
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
+from hydra.errors import CompactHydraException, InstantiationException
 from hydra.types import RunMode
 from omegaconf import OmegaConf
+from omegaconf.errors import (
+    InterpolationResolutionError,
+    InterpolationToMissingValueError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+)
 
 # Errors whose message is written for the user. Anything else is a bug and keeps its traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError)
 
+_WRITE_ELSEWHERE = "write elsewhere with hydra.run.dir=DIR (or paths.log_dir=DIR; ZOO_DATA_DIR for datasets)"
+# OSErrors that the machine causes, not the code: the path and what to do about it.
+OS_ADVICE = {
+    errno.ENOSPC: f"the disk is full; free space there or {_WRITE_ELSEWHERE}",
+    errno.EDQUOT: f"the disk quota is used up; free space there or {_WRITE_ELSEWHERE}",
+    errno.EACCES: f"no permission; fix the permissions or {_WRITE_ELSEWHERE}",
+    errno.EPERM: f"not permitted; fix the permissions or {_WRITE_ELSEWHERE}",
+    errno.EROFS: f"a read-only file system; {_WRITE_ELSEWHERE}",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; give a folder path",
+}
+
+# Set while `hydra_errors_in_one_line` has asked Hydra to re-raise (HYDRA_FULL_ERROR=1): the user did not ask for
+# tracebacks. Inherited by DDP child processes, which read the same environment.
+_REQUESTED_BY_ZOO = "ZOO_HYDRA_RERAISE"
+
 
 def _root_cause(error: BaseException) -> BaseException:
-    while isinstance(error, InstantiationException) and error.__cause__ is not None:
+    # Hydra wraps what a constructor raises, OmegaConf what a resolver raises; the inner message is the user's.
+    while isinstance(error, (InstantiationException, InterpolationResolutionError)) and error.__cause__ is not None:
         error = error.__cause__
     return error
 
 
 def full_error_requested() -> bool:
-    return os.environ.get("ZOO_FULL_ERROR") == "1" or os.environ.get("HYDRA_FULL_ERROR") == "1"
+    hydra_full = os.environ.get("HYDRA_FULL_ERROR") == "1" and os.environ.get(_REQUESTED_BY_ZOO) != "1"
+    return os.environ.get("ZOO_FULL_ERROR") == "1" or hydra_full
 
 
 def one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
+
+
+def _run_dir() -> str | None:
+    with contextlib.suppress(Exception):
+        return str(HydraConfig.get().runtime.output_dir)
+    return None
+
+
+def os_error_message(error: OSError) -> str:
+    """`<path>: <what the system said>; <what to do>`; a write that fails without a file name (closing a full
+    file) names the run's output directory."""
+    path = error.filename
+    if path is None:
+        run_dir = _run_dir()
+        path = f"writing in {run_dir}" if run_dir else "writing a file"
+    return f"{path}: {error.strerror or errno.errorcode.get(error.errno, error.errno)}; {OS_ADVICE[error.errno]}"
+
+
+def user_message(error: BaseException) -> str | None:
+    """The one line to print for a user error, or None for a bug (which keeps its traceback)."""
+    cause = _root_cause(error)
+    if isinstance(cause, OSError) and cause.errno in OS_ADVICE:
+        return os_error_message(cause)
+    if isinstance(cause, (MissingMandatoryValue, InterpolationToMissingValueError)):
+        # The key left as ???; an interpolation to it names it only in its message.
+        named = re.search(r"Missing mandatory value: (\S+)", str(cause))
+        key = named.group(1) if named else cause.full_key
+        return f"{key} has no value (it is ??? in the config); give one on the command line: {key}=..."
+    if isinstance(cause, OmegaConfBaseException) and isinstance(cause, USER_ERRORS):
+        # OmegaConf's message, without the lines of internals after it, and the key it was reading.
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        return f"{first} (in {cause.full_key})" if getattr(cause, "full_key", None) else first
+    if isinstance(cause, USER_ERRORS):
+        return one_line(cause)
+    return None
 
 
 def _in_multirun() -> bool:
@@ -54,13 +121,48 @@ def one_line_errors(fn=None, *, hydra_job: bool = True):
         except Exception as error:
             if hydra_job and _in_multirun():
                 return _failed_job(error)
-            cause = _root_cause(error)
-            if full_error_requested() or not isinstance(cause, USER_ERRORS):
+            message = user_message(error)
+            if full_error_requested() or message is None:
                 raise
-            print(f"error: {one_line(cause)}", file=sys.stderr)
+            print(f"error: {message}", file=sys.stderr)
             sys.exit(1)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def hydra_errors_in_one_line(on_config_error: Callable[[], None] | None = None):
+    """Around a `@hydra.main` call: what fails before or around the task (the output directory cannot be created,
+    the disk is full when .hydra/ is saved, a resolver refuses a value) is one `error:` line too, instead of the
+    shortened traceback Hydra prints. Hydra re-raises when HYDRA_FULL_ERROR=1, so that is set for the call (the
+    user's own HYDRA_FULL_ERROR=1 / ZOO_FULL_ERROR=1 still shows tracebacks). A rejected override or config name
+    keeps Hydra's own short message; `on_config_error` is called after it (e.g. to suggest the nearest key)."""
+    if full_error_requested():
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in ("HYDRA_FULL_ERROR", _REQUESTED_BY_ZOO)}
+    os.environ.update({"HYDRA_FULL_ERROR": "1", _REQUESTED_BY_ZOO: "1"})
+    try:
+        yield
+    except CompactHydraException as error:  # Hydra's message for a bad override or config: already one line
+        print(error, file=sys.stderr)
+        if isinstance(error.__cause__, OmegaConfBaseException):
+            print(error.__cause__, file=sys.stderr)
+        if on_config_error is not None:
+            on_config_error()
+        sys.exit(1)
+    except Exception as error:
+        message = user_message(error)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(1)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _failed_job(error: Exception):
@@ -74,11 +176,11 @@ def _failed_job(error: Exception):
     from zoo.entry.sweep_summary import write_failure
 
     hydra_cfg = HydraConfig.get()
-    cause = _root_cause(error)
     job_dir = hydra_cfg.runtime.output_dir
-    if full_error_requested() or not isinstance(cause, USER_ERRORS):
+    message = user_message(error)
+    if full_error_requested() or message is None:
         traceback.print_exception(error, file=sys.stderr)
-    message = one_line(cause)
+    message = message or one_line(_root_cause(error))
     job = hydra_cfg.job.num
     print(f"error: job {job} failed ({job_dir}): {message}", file=sys.stderr, flush=True)
     write_failure(job_dir, job=job, overrides=list(hydra_cfg.overrides.task), error=message)

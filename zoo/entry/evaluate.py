@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+
 import hydra
-from omegaconf import DictConfig
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
 
 from zoo.entry.builders import build_loggers, task_inputs
+from zoo.entry.config_checks import check_config
 from zoo.entry.recorded_data import recorded_datamodule
 from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
@@ -17,12 +22,24 @@ TASKS = {
 }
 TASKS["seq2seq"] = "zoo.tasks.Seq2SeqTask"
 TASKS["image_classification"] = "zoo.tasks.ImageClassificationTask"
+# The zoo DataModule each task is evaluated on, and what its data is called in an error.
+TASK_DATA = {
+    "mlm_nsp": ("zoo.data.BertPretrainingDataModule", "an MLM+NSP pretraining dataset"),
+    "sequence_classification": ("zoo.data.GlueDataModule", "a sentence-classification (GLUE) dataset"),
+    "causal_lm": ("zoo.data.LanguageModelDataModule", "a language-model text dataset"),
+    "seq2seq": ("zoo.data.TranslationDataModule", "a translation dataset"),
+    "image_classification": ("zoo.data.ImageClassificationDataModule", "an image dataset"),
+}
 SPLITS = ("val", "test")
+USAGE = "python eval.py ckpt_path=<run>/checkpoints/last.ckpt [split=val|test] [data=...]"
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
+    if OmegaConf.is_missing(cfg, "ckpt_path") or not cfg.ckpt_path:
+        raise ValueError(f"ckpt_path is required: which checkpoint to evaluate? {USAGE}")
     if cfg.split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got '{cfg.split}'")
+    check_config(cfg)
     model, info = load_model_from_checkpoint(cfg.ckpt_path)
     if info["task"] not in TASKS:
         raise ValueError(f"{cfg.ckpt_path}: no evaluation for task '{info['task']}'")
@@ -30,6 +47,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     # The data the checkpoint was trained on (rebuilt without letting the file name code), unless the command line
     # chose another (`data=...`, the user's own config).
     if cfg.get("data"):
+        check_data_fits(cfg.data, info)
         datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
     else:
         datamodule = recorded_datamodule(checkpoint, cfg.ckpt_path)
@@ -38,8 +56,35 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if stored is not None and tokenizer is not None and tokenizer.to_json() != stored:
         raise ValueError("the data's tokenizer differs from the one stored in the checkpoint; pass the training data")
     task_cls = hydra.utils.get_class(TASKS[info["task"]])
-    task = task_cls(net=model, optimizer=None, **task_inputs(datamodule))
+    inputs = task_inputs(datamodule)
+    unexpected = set(inputs) - set(inspect.signature(task_cls).parameters)
+    if unexpected:  # a DataModule of the user's own that is made for another task
+        raise ValueError(
+            f"{_holds(info)}, but the data gives {', '.join(sorted(unexpected))}, which that task does not take; "
+            f"pass data=<a config for {info['task']}>"
+        )
+    task = task_cls(net=model, optimizer=None, **inputs)
     trainer = hydra.utils.instantiate(cfg.trainer, logger=build_loggers(cfg.get("logger")), callbacks=[])
     run = trainer.validate if cfg.split == "val" else trainer.test
     results = run(task, datamodule=datamodule, verbose=True)
     return {k: float(v) for k, v in results[0].items()}
+
+
+def _holds(info: dict) -> str:
+    return f"the checkpoint holds a {info.get('model_type')} model for {info['task']}"
+
+
+def check_data_fits(data_cfg: DictConfig, info: dict) -> None:
+    """Refuse, before anything is loaded, a zoo dataset made for another task than the checkpoint's (a GPT
+    evaluated on data=mnist would otherwise fail as "unexpected keyword argument 'class_names'")."""
+    target = data_cfg.get("_target_")
+    given = next((task for task, (name, _) in TASK_DATA.items() if name == target), None)
+    if given is None or given == info["task"]:
+        return  # the right kind, or the user's own DataModule (checked by what it gives the task)
+    choice = "data=<config>"
+    with contextlib.suppress(Exception):
+        choice = f"data={HydraConfig.get().runtime.choices['data']}"
+    raise ValueError(
+        f"{_holds(info)}, {choice} is {TASK_DATA[given][1]}; evaluate it on {TASK_DATA[info['task']][1]} "
+        "(leave out data= to use the data recorded in the checkpoint)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -49,13 +50,53 @@ def parse_args(argv=None) -> argparse.Namespace:
     s.add_argument("--top-k", type=int, default=200)
     s.add_argument("--top-p", type=float, default=None)
     s.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default: cpu)")
     return p.parse_args(argv)
+
+
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
+def check_device(name: str) -> torch.device:
+    """The device named by --device, refused in one line when torch does not know it or this machine lacks it."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in DEVICE_TYPES:
+        raise ValueError(f"--device {name!r} is not a device generate.py runs on; use cpu, cuda, cuda:N or mps")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"--device {name}: this machine has no usable CUDA GPU; use --device cpu")
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"--device {name}: this machine has {count} CUDA GPU(s) (cuda:0..cuda:{count - 1})")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {name}: MPS (Apple GPU) is not available here; use --device cpu")
+    return device
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Every option checked before the checkpoint is read, so a typo costs no model load."""
+    check_device(args.device)
+    if not math.isfinite(args.temperature) or args.temperature < 0:
+        raise ValueError(f"--temperature must be a finite number >= 0 (0: greedy), got {args.temperature}")
+    if args.top_k is not None and args.top_k < 1:
+        raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
+    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:  # also refuses nan
+        raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    if args.num_samples <= 0:
+        raise ValueError(f"--num-samples must be positive, got {args.num_samples}")
+    if not math.isfinite(args.length_penalty):
+        raise ValueError(f"--length-penalty must be a finite number, got {args.length_penalty}")
 
 
 def run(args: argparse.Namespace) -> list[str]:
     """What generate.py prints: translations, one per input sentence, for a seq2seq checkpoint; samples, each under
     a header, otherwise."""
+    check_options(args)
     translating = args.source is not None or args.input is not None
     if translating or read_checkpoint(args.checkpoint)["zoo"].get("task") == "seq2seq":
         return translate(args)
@@ -100,7 +141,7 @@ def translate(args: argparse.Namespace) -> list[str]:
                 f"sentence {line} has {len(ids)} tokens but the model's max_len is {limit}; split or shorten it"
             )
         encoded[line - 1] = ids
-    device = torch.device(args.device)
+    device = check_device(args.device)
     model.to(device)
     out = [""] * len(sentences)
     order = sorted(encoded, key=lambda i: len(encoded[i]))  # similar lengths together: little padding
@@ -128,8 +169,6 @@ def generate(args: argparse.Namespace) -> list[str]:
     model, info = load_model_from_checkpoint(args.checkpoint, task="causal_lm")
     if info.get("tokenizer") is None:
         raise ValueError(f"{args.checkpoint} has no tokenizer stored; it cannot turn text into tokens")
-    if args.num_samples <= 0:
-        raise ValueError(f"--num-samples must be positive, got {args.num_samples}")
     tokenizer = tokenizer_from_json(info["tokenizer"])
     ids = tokenizer.encode(args.prompt)
     if not ids:
@@ -137,7 +176,7 @@ def generate(args: argparse.Namespace) -> list[str]:
     block = model.config.block_size
     if len(ids) > block:
         raise ValueError(f"the prompt has {len(ids)} tokens but the model's context is {block}; shorten the prompt")
-    device = torch.device(args.device)
+    device = check_device(args.device)
     model.to(device)
     generator = torch.Generator(device=device).manual_seed(args.seed)
     prompt = torch.tensor([ids], device=device).expand(args.num_samples, -1)

@@ -1,7 +1,8 @@
 """After Hydra rejects an override of a key that does not exist, name the nearest existing key.
 
 Hydra prints its own error and exits; only then (so a normal start pays nothing) the config is composed once more
-without the bad override, and the closest dotted key is suggested.
+without the bad override, and the closest dotted key is suggested. Only a rejected config gets a hint, and only for
+a key that is truly absent: a key whose value is `???` (data.text_files) exists.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.entry.errors import hydra_errors_in_one_line
+
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -25,6 +28,13 @@ def dotted_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
         if isinstance(value, DictConfig):
             keys += dotted_keys(value, path + ".")
     return keys
+
+
+def has_key(cfg: DictConfig, key: str) -> bool:
+    """Whether the dotted `key` exists, whatever its value (OmegaConf.select treats a `???` value as absent)."""
+    parent_key, _, last = key.rpartition(".")
+    parent = OmegaConf.select(cfg, parent_key, default=None, throw_on_missing=False) if parent_key else cfg
+    return isinstance(parent, DictConfig) and last in parent
 
 
 def nearest_key(config_name: str, overrides: list[str]) -> tuple[str, str] | None:
@@ -43,20 +53,19 @@ def nearest_key(config_name: str, overrides: list[str]) -> tuple[str, str] | Non
                 cfg = compose(config_name=config_name, overrides=plain[:i] + plain[i + 1 :])
             except Exception:  # another override is the broken one
                 continue
-            if OmegaConf.select(cfg, key, default="<absent>") == "<absent>":
+            if not has_key(cfg, key):
                 close = difflib.get_close_matches(key, dotted_keys(cfg), n=1, cutoff=0.6)
                 return (key, close[0]) if close else None
     return None
 
 
-@contextlib.contextmanager
+def print_hint(config_name: str) -> None:
+    with contextlib.suppress(Exception):
+        found = nearest_key(config_name, sys.argv[1:])
+        if found:
+            print(f"hint: there is no key '{found[0]}'; did you mean '{found[1]}'?", file=sys.stderr)
+
+
 def suggest_nearest_key(config_name: str):
-    try:
-        yield
-    except SystemExit as stop:
-        if stop.code not in (0, None):
-            with contextlib.suppress(Exception):
-                found = nearest_key(config_name, sys.argv[1:])
-                if found:
-                    print(f"hint: there is no key '{found[0]}'; did you mean '{found[1]}'?", file=sys.stderr)
-        raise
+    """Around a `@hydra.main` call: every failure in one line (zoo.entry.errors), a rejected override with a hint."""
+    return hydra_errors_in_one_line(on_config_error=lambda: print_hint(config_name))

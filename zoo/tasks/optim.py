@@ -57,6 +57,10 @@ def build_optimizer(factory, params, trainer=None) -> torch.optim.Optimizer:
     precision (it assumes a grad scaler unscales inside step()), so there the fused kernel is swapped for the
     foreach one, with a message; fp32 and bf16-true keep it."""
     keywords = dict(getattr(factory, "keywords", {}))
+    lr = keywords.get("lr")
+    # torch says only "Invalid learning rate: -1"; the config key is what the user can change.
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
+        raise ValueError(f"model.optimizer.lr must be positive, got {lr!r}")
     if keywords.get("fused") and trainer is not None:
         mixed = str(trainer.precision).endswith("-mixed")
         if mixed and (trainer.gradient_clip_val or 0) > 0:
@@ -75,10 +79,15 @@ def warmup_cosine(
 ) -> LambdaLR:
     """Linear warm-up over `warmup_steps`, then cosine decay to `min_lr_ratio` x the peak at `max_steps`,
     constant after that (nanoGPT's schedule)."""
-    if warmup_steps < 0 or max_steps <= 0:
-        raise ValueError(f"need warmup_steps >= 0 (got {warmup_steps}) and max_steps > 0 (got {max_steps})")
+    if warmup_steps < 0:
+        raise ValueError(f"model.scheduler.warmup_steps must be >= 0, got {warmup_steps}")
+    if max_steps <= 0:
+        raise ValueError(
+            f"the cosine schedule decays over model.scheduler.max_steps (trainer.max_steps by default), which must "
+            f"be > 0, got {max_steps}; set trainer.max_steps"
+        )
     if not 0.0 <= min_lr_ratio <= 1.0:
-        raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+        raise ValueError(f"model.scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
 
     def factor(step: int) -> float:
         if step < warmup_steps:

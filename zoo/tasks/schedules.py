@@ -17,9 +17,11 @@ def warmup_inverse_sqrt(optimizer: torch.optim.Optimizer, *, warmup_steps: int, 
     """Factor of the peak lr at optimizer step s (counting from 1): s / warmup while warming up, then
     sqrt(warmup / s); never below `min_lr_ratio`."""
     if warmup_steps <= 0:
-        raise ValueError(f"warmup_steps must be positive for the inverse-square-root schedule, got {warmup_steps}")
+        raise ValueError(
+            f"model.scheduler.warmup_steps must be positive for the inverse-square-root schedule, got {warmup_steps}"
+        )
     if not 0.0 <= min_lr_ratio <= 1.0:
-        raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+        raise ValueError(f"model.scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
 
     def factor(step: int) -> float:
         s = step + 1  # LambdaLR counts from 0; the first update should not have lr 0
