@@ -35,8 +35,20 @@ QUESTIONS = question_names()
 # would take this suite past its budget (a BPE trained per test session and val BLEU decoding; long windows).
 QUICK = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positions_sst2", "window_cost", "decoding"]
 # Sizes the data would give, for building the non-LM models without training their tokenizers here.
+SST2_FIELDS = {"vocab_size": 8192, "pad_token_id": 0, "num_labels": 2}
+MULTI30K_FIELDS = {
+    "src_vocab_size": 8000,
+    "tgt_vocab_size": 8000,
+    "max_len": 256,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
 DATA_FIELDS = {
-    "positions_sst2": {"vocab_size": 8192, "pad_token_id": 0, "num_labels": 2},
+    "positions_sst2": SST2_FIELDS,
+    "norm_text_sst2": SST2_FIELDS,
+    "direction": SST2_FIELDS,
+    "ln_placement": MULTI30K_FIELDS,
     "heads_multi30k": {
         "src_vocab_size": 8000,
         "tgt_vocab_size": 8000,
@@ -70,8 +82,25 @@ def sweep_grid(cfg) -> list[dict[str, str]]:
     return [dict(zip(params, combo)) for combo in itertools.product(*params.values())]
 
 
+PART2 = [
+    "norm_text",
+    "norm_text_sst2",
+    "bn_vit",
+    "residual",
+    "ln_placement",
+    "activation",
+    "direction",
+    "inductive_bias",
+    "why_normalize",
+]
+
+
 def test_the_lab_has_the_questions_of_issue_11():
     assert set(QUICK) | {"heads_multi30k", "positions_sst2", "window_loss"} <= set(QUESTIONS)
+
+
+def test_the_lab_has_the_questions_of_issue_12():
+    assert set(PART2) <= set(QUESTIONS)
 
 
 @pytest.mark.parametrize("name", QUESTIONS)
@@ -103,9 +132,12 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
         if key in built:
             continue
         built.add(key)
-        point_cfg = cfg.copy()
+        # A swept config group (model=vit,cnn) is a choice of file: compose the point with it.
+        groups = [f"{k}={v}" for k, v in point.items() if (CONF / k).is_dir()]
+        point_cfg = compose_question(name, tmp_path, groups) if groups else cfg.copy()
         for k, v in point.items():
-            OmegaConf.update(point_cfg, k, yaml.safe_load(v))  # "16" -> 16, "null" -> None, "none" stays text
+            if not (CONF / k).is_dir():
+                OmegaConf.update(point_cfg, k, yaml.safe_load(v))  # "16" -> 16, "null" -> None, "none" stays text
         net_cfg = point_cfg.model.net
         if datamodule is not None:
             net_cfg = build_model_config(net_cfg, datamodule)
@@ -117,7 +149,9 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
         assert net.num_parameters() > 0
         for k, v in point.items():  # the switch reached the model's config
             if k.startswith("model.net.") and v != "null":
-                assert str(getattr(net.config, k.removeprefix("model.net."))) == v
+                assert canonical_value(getattr(net.config, k.removeprefix("model.net."))) == canonical_value(v)
+            if (CONF / k).is_dir():
+                assert type(net).__name__.lower() == v  # model=cnn built the CNN
 
 
 def test_list_prints_every_question_with_its_claim():
