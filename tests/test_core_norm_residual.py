@@ -8,6 +8,7 @@ fail in one line naming the option; the YAML model configs list every switch.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 
@@ -327,3 +328,29 @@ def test_a_bn_vit_config_recorded_before_ff_inner_norm_keeps_its_ffn_batchnorm()
     assert rebuilt.config.ff_inner_norm == "batchnorm"
     rebuilt.load_state_dict(trained.state_dict())  # strict: every key fits
     assert ViT.from_config_dict(old | {"ff_inner_norm": None}).config.ff_inner_norm is None
+
+
+@pytest.mark.parametrize("kind", ["batchnorm", "batchnorm_masked"])
+def test_sync_batchnorm_conversion_keeps_both_variants(kind):
+    """A trainer's sync_batchnorm (DDP) swaps every BatchNorm for torch's SyncBatchNorm, which normalizes dim 1
+    and knows no mask. The converted model computes the same, in training (without a process group
+    SyncBatchNorm uses this process's batch) and in eval mode, and masked stays masked."""
+    keep = padding_mask()
+    ids = torch.randint(3, VOCAB, (B, T))
+    switches = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, norm=kind, ff_inner_norm=kind)
+    model = BERT.from_preset("bert-tiny", vocab_size=VOCAB, **switches)
+    synced = nn.SyncBatchNorm.convert_sync_batchnorm(BERT.from_preset("bert-tiny", vocab_size=VOCAB, **switches))
+    synced.load_state_dict(model.state_dict())
+    assert any(isinstance(m, nn.SyncBatchNorm) for m in synced.modules())
+    for mode in (True, False):
+        model.train(mode), synced.train(mode)
+        a = model(ids, attention_mask=keep.long()).hidden
+        b = synced(ids, attention_mask=keep.long()).hidden
+        torch.testing.assert_close(a[keep], b[keep])
+    ours = [m.running_mean for m in model.modules() if isinstance(m, nn.BatchNorm1d)]
+    theirs = [m.running_mean for m in synced.modules() if isinstance(m, nn.SyncBatchNorm)]
+    assert len(ours) == len(theirs) and all(torch.allclose(x, y, atol=1e-6) for x, y in zip(ours, theirs))
+
+    vit = ViT.from_preset("vit-nano/4", norm="batchnorm", ff_inner_norm="batchnorm").eval()
+    images = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(vit))(images), vit(images))

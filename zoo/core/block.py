@@ -51,6 +51,7 @@ class Block(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         self.residual_attn, self.residual_ff = residual_attn, residual_ff
+        self.masked_norm = norm == "batchnorm_masked"  # see norms.apply_norm
         switches = dict(attn_scale=attn_scale, attn_score=attn_score, qk_proj=qk_proj)
         self.self_attn = MultiHeadAttention(
             d_model,
@@ -111,7 +112,7 @@ class Block(nn.Module):
             return self.dropout(self.cross_attn(h, context, mask=context_mask, cache=cache))
 
         def norm(module, h, keep=token_mask):
-            return apply_norm(module, h, keep)
+            return apply_norm(module, h, keep, masked=self.masked_norm)
 
         def add(skip, h, on: bool):
             # The skip path, or (switched off) the sub-layer's output alone.
@@ -137,9 +138,11 @@ class BlockStack(nn.Module):
         if n_layers <= 0:
             raise ValueError(f"n_layers must be positive, got {n_layers}")
         self.layers = nn.ModuleList(Block(d_model, **block_kwargs) for _ in range(n_layers))
+        kind = block_kwargs.get("norm", "layernorm")
+        self.masked_final_norm = kind == "batchnorm_masked"  # see norms.apply_norm
         self.final_norm = (
             make_norm(
-                block_kwargs.get("norm", "layernorm"),
+                kind,
                 d_model,
                 eps=block_kwargs.get("norm_eps", 1e-5),
                 bias=block_kwargs.get("bias", True),
@@ -179,4 +182,4 @@ class BlockStack(nn.Module):
             return x
         if token_mask is not None and n_outputs is not None:
             token_mask = token_mask[:, :n_outputs]
-        return apply_norm(self.final_norm, x, token_mask)
+        return apply_norm(self.final_norm, x, token_mask, masked=self.masked_final_norm)

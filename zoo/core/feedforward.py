@@ -39,11 +39,12 @@ class FeedForward(nn.Module):
         self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
         self.act = ACTIVATIONS[activation]()
         self.inner_norm = make_norm(inner_norm, d_ff, eps=norm_eps) if inner_norm else nn.Identity()
+        self.masked_inner_norm = inner_norm == "batchnorm_masked"  # see norms.apply_norm
         self.inner_dropout = nn.Dropout(inner_dropout) if inner_dropout else nn.Identity()
         self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
 
     def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
         """token_mask: (B, T) bool, True at real tokens; only a masked BatchNorm inside uses it."""
-        h = apply_norm(self.inner_norm, self.fc1(x), token_mask)
+        h = apply_norm(self.inner_norm, self.fc1(x), token_mask, masked=self.masked_inner_norm)
         return self.dropout(self.fc2(self.inner_dropout(self.act(h))))

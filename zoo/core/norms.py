@@ -57,11 +57,25 @@ def make_norm(kind: str, dim: int, *, eps: float = 1e-5, bias: bool = True) -> n
     raise ValueError(f"unknown norm '{kind}'; choose one of {', '.join(NORMS)}")
 
 
-def apply_norm(norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
-    """`norm(x)`, handing the (B, T) real-token mask to the norms that use it (masked BatchNorm only)."""
+def apply_norm(
+    norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None, *, masked: bool = False
+) -> torch.Tensor:
+    """`norm(x)` for (B, T, D) activations, handing the (B, T) real-token mask to masked batch norm.
+
+    masked: the caller built this norm as "batchnorm_masked". The caller says so because a trainer's
+    `sync_batchnorm` (DDP) swaps every BatchNorm for torch's SyncBatchNorm, which knows neither the token layout
+    (it normalizes dim 1) nor the mask: such a foreign BatchNorm gets the tokens as an (N, D) batch here, the
+    real ones only when masked, so that both variants keep their meaning with synchronized statistics."""
     if isinstance(norm, MaskedTokenBatchNorm):
         return norm(x, token_mask)
-    return norm(x)
+    if not isinstance(norm, nn.modules.batchnorm._BatchNorm) or isinstance(norm, TokenBatchNorm) or x.dim() != 3:
+        return norm(x)
+    if masked and token_mask is not None:
+        keep = token_mask.to(device=x.device, dtype=torch.bool)
+        out = x.new_zeros(x.shape)
+        out[keep] = norm(x[keep])
+        return out
+    return norm(x.reshape(-1, x.shape[-1])).reshape(x.shape)
 
 
 def check_norm_options(norm: str, ff_inner_norm: str | None) -> None:

@@ -240,7 +240,7 @@ class BERT(ZooModel):
         keep = None if attention_mask is None else attention_mask.to(torch.bool)  # real tokens, for masked BN
         pos = None if self.pos_emb is None else self.pos_emb(position_ids)
         x = merge_positions(self.tok_emb(input_ids), pos, self.pos_merge) + self.seg_emb(token_type_ids)
-        x = self.drop(apply_norm(self.emb_norm, x, keep))
+        x = self.drop(apply_norm(self.emb_norm, x, keep, masked=c.norm == "batchnorm_masked"))
         padded = keep is not None and not bool(keep.all())
         mask, is_causal = None, c.causal
         if padded and c.causal and c.attn_window is not None:

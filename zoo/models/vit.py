@@ -20,6 +20,7 @@ from zoo.core import (
     BlockStack,
     LearnedPositionEmbedding,
     PatchEmbedding,
+    apply_norm,
     init_transformer_weights,
     make_norm,
 )
@@ -242,7 +243,7 @@ class ViT(ZooModel):
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = self.drop(x + self._positions(grid))
         x = self.blocks(x, is_causal=self.config.causal, n_outputs=1 if class_token_only else None)
-        return self.norm(x) if self.config.pool == "token" else x
+        return apply_norm(self.norm, x, None) if self.config.pool == "token" else x
 
     def forward_head(self, tokens: torch.Tensor, *, pre_logits: bool = False) -> torch.Tensor:
         """(B, T, D) tokens -> (B, num_classes) logits, or the pooled (B, D) features with pre_logits=True."""
