@@ -354,3 +354,13 @@ def test_sync_batchnorm_conversion_keeps_both_variants(kind):
     vit = ViT.from_preset("vit-nano/4", norm="batchnorm", ff_inner_norm="batchnorm").eval()
     images = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(vit))(images), vit(images))
+
+
+def test_models_with_block_switches_are_not_exported_as_the_reference_architecture():
+    from zoo.interop.exportable import check_exportable
+
+    check_exportable(build("gpt"))  # the reference: exportable
+    for model, switch in (("gpt", dict(residual_ff=False)), ("bert", dict(causal=True)), ("vit", dict(norm="none"))):
+        with pytest.raises(ValueError, match=f"{next(iter(switch))}=") as err:
+            check_exportable(build(model, **switch))
+        assert "\n" not in str(err.value)
