@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from zoo.entry.errors import one_line_errors
 from zoo.entry.override_hint import suggest_nearest_key
+from zoo.entry.quiet import quiet
 
 # Hydra's package source: the configs are found through the installed `zoo` package, not a path beside a script.
 CONFIG_PATH = "pkg://zoo.conf"
@@ -20,6 +21,7 @@ CONFIG_PATH = "pkg://zoo.conf"
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
 @one_line_errors
 def _train(cfg: DictConfig) -> float | None:
+    quiet()
     from zoo.entry.train import train as run_training
 
     return run_training(cfg)
@@ -28,6 +30,7 @@ def _train(cfg: DictConfig) -> float | None:
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="eval")
 @one_line_errors
 def _evaluate(cfg: DictConfig) -> dict:
+    quiet()
     from zoo.entry.evaluate import evaluate as run_evaluation
 
     return run_evaluation(cfg)

@@ -3,25 +3,34 @@
 from __future__ import annotations
 
 import json
-import warnings
+import sys
+from datetime import datetime
 from pathlib import Path
 
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.callbacks import Checkpoint, ModelSummary
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 from zoo.entry.config_checks import check_config
+from zoo.entry.quiet import quiet, start_run_log
 from zoo.entry.resolvers import resolve_ckpt_path
 from zoo.lab.record import lab_record
+
+# The exit status after SIGTERM (128 + 15, what a shell reports for a process the signal ended), so that a scheduler
+# sees that the job was stopped rather than finished.
+SIGTERM_EXIT = 143
 
 
 def train(cfg: DictConfig) -> float | None:
     """Fit, then validate/test with the final weights; returns `cfg.optimized_metric` for sweepers."""
+    quiet()
     loggers: list = []
     try:
         return _train(cfg, loggers)
@@ -34,7 +43,6 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     ckpt_path = resolve_ckpt_path(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    save_resolved_config(cfg)
     hydra_ddp.install()
     keep_freed_memory()  # no page faults for re-allocated activations at every step
 
@@ -45,25 +53,35 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     if cfg.get("lab_measure") is not None:  # a lab job that times/measures the model instead of training it
         from zoo.lab.measure import measure
 
+        start_run(cfg)
         return _result(cfg, *measure(cfg.lab_measure, net, datamodule))
     task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule), _convert_="all")
     loggers += build_loggers(cfg.get("logger"))
     callbacks = build_callbacks(cfg.get("callbacks"), has_logger=bool(loggers))
-    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    # The configured summary callback prints the summary; Lightning would add its default one unless told not to,
+    # and says at every start that it skipped it.
+    summary = {"enable_model_summary": False} if any(isinstance(c, ModelSummary) for c in callbacks) else {}
+    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, **summary)
 
+    start_run(cfg)  # everything is built: from here on the run directory is written
     counts = {"params/total": net.num_parameters()}
     for logger in loggers:
         logger.log_hyperparams({**OmegaConf.to_container(cfg, resolve=True), **counts})
     rank_zero_info(f"{type(net).__name__} with {counts['params/total']:,} parameters; output in {cfg.paths.output_dir}")
-    if ckpt_path:
+    if ckpt_path and cfg.get("ckpt_path") is None and not cfg.get("auto_resume"):
+        # Not asked for: a new run pointed at an earlier run's directory (hydra.run.dir=...) continues it.
+        rank_zero_info(
+            f"resuming from {ckpt_path} because hydra.run.dir already holds a checkpoint; pass ckpt_path=<a "
+            "checkpoint> or a new directory to start fresh"
+        )
+    elif ckpt_path:
         rank_zero_info(f"resuming from {ckpt_path}")
 
-    # With OnExceptionCheckpoint configured, Lightning turns fit(ckpt_path=None) into "last" (resume from this
-    # run's own last checkpoint if there is one) and warns about it at every start; that resume is intended.
-    warnings.filterwarnings("ignore", message=r".*\(ckpt_path=None\)` was called without a model")
-    warnings.filterwarnings("ignore", message=r".*there is no last checkpoint available")
     if cfg.get("train", True):
-        trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)
+        try:
+            trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)
+        except SIGTERMException:
+            _stopped_by_sigterm(cfg, trainer)
     metrics = dict(trainer.callback_metrics)
     if cfg.get("validate", True) and not trainer.fast_dev_run:
         trainer.validate(task, datamodule=datamodule, verbose=True)
@@ -91,10 +109,51 @@ def _result(cfg: DictConfig, metrics: dict, record: dict) -> float | None:
 
 
 @rank_zero_only
-def save_resolved_config(cfg: DictConfig) -> None:
+def start_run(cfg: DictConfig) -> None:
+    """The run really starts: its configs are written and its log file opened. Hydra writes nothing at job start
+    (hydra.output_subdir=null in train.yaml), so a start that fails before this point (a bad value, missing data)
+    leaves an existing run directory as it was. The first start of a directory writes `.hydra/` and
+    `config_resolved.yaml`; a start that continues it (resume in place) keeps them and writes its own beside them,
+    in `.hydra/resume-<time>/`."""
     out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, out / "config_resolved.yaml", resolve=True)
+    configs = out / ".hydra"
+    if (configs / "config.yaml").exists() or (out / "config_resolved.yaml").exists():
+        stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        configs, n = configs / f"resume-{stamp}", 1
+        while configs.exists():
+            configs, n = configs.with_name(f"resume-{stamp}-{n}"), n + 1
+        resolved = configs / "config_resolved.yaml"
+    else:
+        resolved = out / "config_resolved.yaml"
+    configs.mkdir(parents=True, exist_ok=True)
+    if HydraConfig.initialized():  # what Hydra itself writes into .hydra/ when output_subdir is set
+        hydra_cfg = HydraConfig.get()
+        OmegaConf.save(cfg, configs / "config.yaml")
+        OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), configs / "hydra.yaml")
+        OmegaConf.save(OmegaConf.create(list(hydra_cfg.overrides.task)), configs / "overrides.yaml")
+    OmegaConf.save(cfg, resolved, resolve=True)
+    start_run_log()
+
+
+def _stopped_by_sigterm(cfg: DictConfig, trainer) -> None:
+    """Lightning ends fit on SIGTERM with a SystemExit of status 0 (SIGTERMException) after the on-exception
+    checkpoint callback wrote its file; a scheduler must see that the job did not finish: one line (where the
+    checkpoint is, how to resume), exit 143."""
+    # The on-exception checkpoint callbacks (Lightning's OnExceptionCheckpoint, the zoo's) name their file ckpt_path.
+    saved = [c.ckpt_path for c in trainer.callbacks if isinstance(c, Checkpoint) and hasattr(c, "ckpt_path")]
+    where = f"checkpoint: {saved[0]}" if saved and Path(saved[0]).is_file() else "no checkpoint was written"
+    resume = f"ckpt_path={saved[0]}" if saved else "ckpt_path=<a checkpoint>"
+    given = []
+    if HydraConfig.initialized():
+        given = [o for o in HydraConfig.get().overrides.task if not o.startswith(("ckpt_path=", "hydra.run.dir="))]
+    command = " ".join(["python train.py", *given, resume, f"hydra.run.dir={cfg.paths.output_dir}"])
+    if trainer.is_global_zero:
+        print(
+            f"stopped by SIGTERM at step {trainer.global_step}; {where}; resume with: {command}",
+            file=sys.stderr,
+            flush=True,
+        )
+    raise SystemExit(SIGTERM_EXIT)
 
 
 @rank_zero_only
