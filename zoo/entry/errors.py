@@ -41,8 +41,8 @@ _WRITE_ELSEWHERE = "write elsewhere with hydra.run.dir=DIR (or paths.log_dir=DIR
 OS_ADVICE = {
     errno.ENOSPC: f"the disk is full; free space there or {_WRITE_ELSEWHERE}",
     errno.EDQUOT: f"the disk quota is used up; free space there or {_WRITE_ELSEWHERE}",
-    errno.EACCES: f"no permission; fix the permissions or {_WRITE_ELSEWHERE}",
-    errno.EPERM: f"not permitted; fix the permissions or {_WRITE_ELSEWHERE}",
+    errno.EACCES: f"fix the permissions or {_WRITE_ELSEWHERE}",
+    errno.EPERM: f"fix the permissions or {_WRITE_ELSEWHERE}",
     errno.EROFS: f"a read-only file system; {_WRITE_ELSEWHERE}",
     errno.ENOTDIR: "a part of the path is a file, not a folder; give a folder path",
 }

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from zoo.entry.builders import build_loggers, task_inputs
 from zoo.entry.config_checks import check_config
+from zoo.entry.quiet import quiet
 from zoo.entry.recorded_data import recorded_datamodule
 from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
@@ -35,6 +36,7 @@ USAGE = "python eval.py ckpt_path=<run>/checkpoints/last.ckpt [split=val|test] [
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
+    quiet()  # as train() does: only warnings the project cannot prevent
     if OmegaConf.is_missing(cfg, "ckpt_path") or not cfg.ckpt_path:
         raise ValueError(f"ckpt_path is required: which checkpoint to evaluate? {USAGE}")
     if cfg.split not in SPLITS:
