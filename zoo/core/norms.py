@@ -32,12 +32,17 @@ class MaskedTokenBatchNorm(TokenBatchNorm):
     def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
         if token_mask is None or x.dim() != 3:
             return super().forward(x)
-        keep = token_mask.to(device=x.device, dtype=torch.bool)
-        if keep.shape != x.shape[:2]:
-            raise ValueError(f"the token mask is {tuple(keep.shape)} but the activations are {tuple(x.shape[:2])}")
-        out = x.new_zeros(x.shape)
-        out[keep] = nn.BatchNorm1d.forward(self, x[keep])
-        return out
+        return over_real_tokens(lambda real: nn.BatchNorm1d.forward(self, real), x, token_mask)
+
+
+def over_real_tokens(norm, x: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+    """`norm` applied to the real tokens of x (B, T, D) as one (N, D) batch; zeros at the padded positions."""
+    keep = token_mask.to(device=x.device, dtype=torch.bool)
+    if keep.shape != x.shape[:2]:
+        raise ValueError(f"the token mask is {tuple(keep.shape)} but the activations are {tuple(x.shape[:2])}")
+    out = x.new_zeros(x.shape)
+    out[keep] = norm(x[keep])
+    return out
 
 
 NORMS = ("layernorm", "batchnorm", "batchnorm_masked", "none")
@@ -71,10 +76,7 @@ def apply_norm(
     if not isinstance(norm, nn.modules.batchnorm._BatchNorm) or isinstance(norm, TokenBatchNorm) or x.dim() != 3:
         return norm(x)
     if masked and token_mask is not None:
-        keep = token_mask.to(device=x.device, dtype=torch.bool)
-        out = x.new_zeros(x.shape)
-        out[keep] = norm(x[keep])
-        return out
+        return over_real_tokens(norm, x, token_mask)
     return norm(x.reshape(-1, x.shape[-1])).reshape(x.shape)
 
 
