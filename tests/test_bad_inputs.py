@@ -19,8 +19,10 @@ import torch
 from omegaconf import OmegaConf
 
 from zoo.data import LanguageModelDataModule
+from zoo.data.glue import read_tsv
 from zoo.data.resumable import ResumableShuffle, check_fills_a_batch, resumable_sampler
 from zoo.data.sources import DATASETS, DatasetFile, resolve_dataset
+from zoo.data.translation import read_lines
 from zoo.entry import cli
 from zoo.entry.config_checks import check_config
 from zoo.entry.errors import hydra_errors_in_one_line, one_line_errors, user_message
@@ -143,15 +145,27 @@ def test_an_empty_text_file_is_named_and_gets_no_wrong_hint(tmp_path):
     assert "mmap" not in result.stderr
 
 
-def test_a_binary_text_file_is_named_with_the_byte_offset(tmp_path):
+def read_with_lm(path, tmp_path):
+    LanguageModelDataModule(dataset=None, text_files=[str(path)], cache_dir=str(tmp_path / "cache")).prepare_data()
+
+
+@pytest.mark.parametrize(
+    "reader, key",
+    [
+        (read_with_lm, "data.text_files"),
+        (lambda path, _: read_tsv(path, "label", None), "data.train_file"),
+        (lambda path, _: read_lines(path), "a parallel corpus"),
+    ],
+    ids=["lm", "glue", "translation"],
+)
+def test_a_binary_text_file_is_named_with_the_byte_offset(tmp_path, reader, key):
     binary = tmp_path / "model.bin"
-    text = b"ROMEO:\nO, she doth teach\n"
-    binary.write_bytes(text + bytes([0xD0, 0x28]) + b"rest\n")
-    dm = LanguageModelDataModule(dataset=None, text_files=[str(binary)], cache_dir=str(tmp_path / "cache"))
+    text = b"sentence\tlabel\nO, she doth teach\t1\n"
+    binary.write_bytes(text + bytes([0xD0, 0x28]) + b"rest\t0\n")
     with pytest.raises(ValueError) as refused:
-        dm.prepare_data()
+        reader(binary, tmp_path)
     assert f"{binary} is not UTF-8 text (byte offset {len(text)}, line 3" in str(refused.value)
-    assert "data.text_files" in str(refused.value)
+    assert key in str(refused.value)
 
 
 def test_a_split_without_tokens_is_named(tmp_path):

@@ -27,6 +27,7 @@ from .batching import per_device_batch_size
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .resumable import resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
+from .text import read_text_file
 from .wordpiece import WordPieceTokenizer
 
 DOCUMENT_FORMATS = ("blank_lines", "wikitext")
@@ -301,7 +302,8 @@ class BertPretrainingDataModule(L.LightningDataModule):
         return train, val
 
     def _documents(self, paths: list[Path]) -> list[list[str]]:
-        text = "\n\n".join(p.read_text(encoding="utf-8") for p in paths)
+        key = f"dataset '{self.hparams.dataset}'" if self.hparams.dataset else "data.train_files / data.val_files"
+        text = "\n\n".join(read_text_file(p, key) for p in paths)
         documents = read_documents(text, self.hparams.document_format)
         if self.hparams.max_documents is not None:
             documents = documents[: self.hparams.max_documents]

@@ -23,6 +23,7 @@ from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
 from .resumable import ResumableShuffle, resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
+from .text import decode_utf8
 from .wordpiece import WordPieceTokenizer, tokenizer_from_source
 
 # Header columns that hold the text, tried in order: one column is a single sentence, two are a pair.
@@ -31,7 +32,7 @@ TEXT_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("questi
 
 def read_tsv(path: Path, label_column: str | None, text_columns: list[str] | None) -> tuple[list[tuple], list[str]]:
     """Rows of (texts..., label) from a headed TSV; label is None when label_column is None."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = decode_utf8(path.read_bytes(), path, "data.train_file / val_file / test_file").splitlines()
     if not lines:
         raise ValueError(f"{path} is empty; a GLUE TSV starts with a header line such as 'sentence\\tlabel'")
     header = lines[0].split("\t")

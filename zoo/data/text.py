@@ -5,14 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def read_text_file(path: Path, key: str) -> str:
-    """The text of `path`, which the config option `key` (e.g. data.text_files) names.
-
-    Python's own errors name neither the file nor the option ("cannot mmap an empty file" later, or "'utf-8' codec
-    can't decode byte 0xd0 in position 24"), so an empty or binary file is refused here, by name."""
-    data = path.read_bytes()
-    if not data.strip():
-        raise ValueError(f"{path} is empty; {key} needs files with text in them")
+def decode_utf8(data: bytes, path: Path, key: str) -> str:
+    """`data` (the bytes of `path`, which the config option `key` names) as text. Python's own error names
+    neither the file nor the option ("'utf-8' codec can't decode byte 0xd0 in position 24"); this one names both,
+    with the byte offset and line, so a binary file given by mistake is found at once."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -21,3 +17,11 @@ def read_text_file(path: Path, key: str) -> str:
             f"{path} is not UTF-8 text (byte offset {error.start}, line {line}: {error.reason}); {key} takes "
             "plain-text files: convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) or leave out binary files"
         ) from None
+
+
+def read_text_file(path: Path, key: str) -> str:
+    """The text of `path`; an empty file is refused by name too (later it would be "cannot mmap an empty file")."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise ValueError(f"{path} is empty; {key} needs files with text in them")
+    return decode_utf8(data, path, key)

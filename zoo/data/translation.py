@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .resumable import resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
+from .text import decode_utf8
 from .translation_tokenizer import BOS_ID, EOS_ID, PAD_ID, TranslationTokenizer
 
 SPLITS = ("train", "val", "test")
@@ -35,8 +36,8 @@ SPLITS = ("train", "val", "test")
 
 def read_lines(path: Path) -> list[str]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
+    with opener(path, "rb") as f:
+        return decode_utf8(f.read(), path, "a parallel corpus").splitlines()
 
 
 def read_parallel(source_path: Path, target_path: Path) -> tuple[list[str], list[str]]:
