@@ -5,7 +5,7 @@ target at the end. When TMPDIR is on another filesystem that move is a copy, and
 previous good last.ckpt truncated (and the temporary file behind). AtomicCheckpointIO writes the temporary file
 beside the target instead, fsyncs it, renames it over the target (atomic within one directory) and fsyncs the
 directory, so last.ckpt is at every moment either the previous complete file or the new complete one. A kill still
-leaves the temporary file; `RemoveOrphanTempFiles` deletes those when the next run starts.
+leaves the temporary file; the next run deletes those when it starts (`remove_orphans_of`).
 
 `ProgressOnExceptionCheckpoint` is Lightning's OnExceptionCheckpoint without two habits: it writes nothing for a run
 that fails before its first optimizer step (a step-0 checkpoint would be taken for the newest one to resume), and
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
-from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_info
 
 TEMP_MARK = ".tmp-"
@@ -80,25 +80,24 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         _fsync_directory(target.parent)
 
 
-class RemoveOrphanTempFiles(Callback):
-    """At the start of a run, delete the temporary files of killed saves in every checkpoint directory."""
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        if not trainer.is_global_zero:
-            return
-        directories = {getattr(cb, "dirpath", None) for cb in trainer.callbacks if isinstance(cb, Checkpoint)}
-        for directory in sorted(str(d) for d in directories if d):
-            removed = remove_orphans(directory)
-            if removed:
-                rank_zero_info(
-                    f"removed {len(removed)} temporary file(s) of interrupted checkpoint saves in {directory}: "
-                    + ", ".join(p.name for p in removed)
-                )
+def remove_orphans_of(trainer) -> None:
+    """Delete the temporary files of killed saves in every checkpoint directory of `trainer` (on rank 0)."""
+    if not trainer.is_global_zero:
+        return
+    directories = {getattr(cb, "dirpath", None) for cb in trainer.callbacks if isinstance(cb, Checkpoint)}
+    for directory in sorted(str(d) for d in directories if d):
+        removed = remove_orphans(directory)
+        if removed:
+            rank_zero_info(
+                f"removed {len(removed)} temporary file(s) of interrupted checkpoint saves in {directory}: "
+                + ", ".join(p.name for p in removed)
+            )
 
 
 class ProgressOnExceptionCheckpoint(Checkpoint):
     """On a crash, Ctrl-C or SIGTERM, write `<dirpath>/<filename>.ckpt`, unless the run has not trained a step.
-    A run that ends normally removes it (its last.ckpt is newer)."""
+    A run that ends normally removes it (its last.ckpt is newer). At the start of a run it also removes the
+    temporary files that killed saves left in the checkpoint directories (`remove_orphans_of`)."""
 
     FILE_EXTENSION = ModelCheckpoint.FILE_EXTENSION
 
@@ -112,6 +111,9 @@ class ProgressOnExceptionCheckpoint(Checkpoint):
     @property
     def ckpt_path(self) -> str:
         return os.path.join(self.dirpath, self.filename + self.FILE_EXTENSION)
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        remove_orphans_of(trainer)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if trainer.global_step == 0:

@@ -2,8 +2,10 @@
 
 torch.load does not check the bytes of the tensors it reads: a checkpoint with a block zeroed in the middle of a
 weight (a bad disk, a copy cut short and padded) loads silently and trains, evaluates or samples from garbage.
-The checksum (zoo.models.hub.weights_checksum) covers the whole state dict; a mismatch is a one-line error naming
-the file. Checkpoints written before checksums were recorded still load.
+The checksum (zoo.models.hub.weights_checksum) covers the network's weights, the state dict's "net." entries (a
+task's only module holding weights; entries beside them, like the "_forward_fn." copies of old checkpoints, are
+dropped at load). A mismatch is a one-line error naming the file. Checkpoints written before checksums were
+recorded still load.
 """
 
 from __future__ import annotations
@@ -13,15 +15,20 @@ from pathlib import Path
 from zoo.models.hub import verify_weights, weights_checksum
 
 KEY = "weights_checksum"  # in checkpoint["zoo"]
+PREFIX = "net."
+
+
+def _network_weights(checkpoint: dict) -> dict:
+    return {k: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(PREFIX)}
 
 
 def record_checksum(checkpoint: dict) -> None:
-    """Store the checksum of checkpoint["state_dict"] in its "zoo" section (call once the state dict is final)."""
-    checkpoint.setdefault("zoo", {})[KEY] = weights_checksum(checkpoint.get("state_dict", {}))
+    """Store the checksum of the network's weights in the "zoo" section (call once the state dict is final)."""
+    checkpoint.setdefault("zoo", {})[KEY] = weights_checksum(_network_weights(checkpoint))
 
 
 def verify_checkpoint(checkpoint: dict, source: str | Path) -> bool:
     """Raise ValueError "<source>: weights do not match their checksum ..." on a mismatch; True when verified,
     False when the checkpoint records no checksum (written by an older zoo)."""
     recorded = (checkpoint.get("zoo") or {}).get(KEY)
-    return verify_weights(checkpoint.get("state_dict", {}), recorded, source)
+    return verify_weights(_network_weights(checkpoint), recorded, source)
