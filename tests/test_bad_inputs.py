@@ -113,6 +113,8 @@ def test_a_non_integer_trainer_option_names_the_key(tmp_path):
         ({"trainer": {"val_check_interval": 0}}, "trainer.val_check_interval must be >= 1 batches"),
         ({"trainer": {"limit_train_batches": "abc"}}, "trainer.limit_train_batches must be an integer (batches)"),
         ({"trainer": {"limit_val_batches": 1.5}}, "or a fraction in [0, 1], got 1.5"),
+        ({"data": {"batch_size": "abc"}}, "data.batch_size must be an integer, got 'abc'"),
+        ({"data": {"block_size": 0}}, "data.block_size must be >= 1, got 0"),
         ({"model": {"optimizer": {"lr": -1}}}, "model.optimizer.lr must be positive, got -1"),
         ({"model": {"optimizer": {"lr": "fast"}}}, "model.optimizer.lr must be positive, got 'fast'"),
     ],

@@ -83,5 +83,8 @@ def check_config(cfg: DictConfig) -> None:
         _batches(cfg, f"trainer.{key}")
     _batches(cfg, "trainer.val_check_interval", at_least_one=True, duration_ok=True)
     _positive(cfg, "trainer.gradient_clip_val", zero_ok=True)
+    # The data configs' sizes: a string here would fail later as "'<=' not supported between 'str' and 'int'".
+    for key, minimum in (("batch_size", 1), ("eval_batch_size", 1), ("block_size", 1), ("num_workers", 0)):
+        _integer(cfg, f"data.{key}", minimum=minimum)
     _positive(cfg, "model.optimizer.lr")
     _positive(cfg, "model.weight_decay", zero_ok=True)
