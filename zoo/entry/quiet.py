@@ -88,10 +88,14 @@ class RunLogFile(logging.FileHandler):
         super().__init__(filename, mode=mode, encoding=encoding, delay=True)  # never opened before start()
         self._held: list[logging.LogRecord] | None = []
 
+    # A bound on what is held: a DDP rank other than 0 never starts its file (rank-zero-only output) and must not
+    # keep every record of a long run in memory.
+    MAX_HELD = 10_000
+
     def emit(self, record: logging.LogRecord) -> None:
         if self._held is None:
             super().emit(record)
-        else:
+        elif len(self._held) < self.MAX_HELD:
             self._held.append(record)
 
     def start(self) -> None:
