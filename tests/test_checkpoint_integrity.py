@@ -161,6 +161,14 @@ def test_atomic_save_writes_beside_the_target_and_cleans_up(tmp_path, monkeypatc
     assert remove_orphans(target.parent) == [orphan] and target.is_file() and not orphan.exists()
 
 
+def test_lightning_loads_refuse_code(tmp_path):
+    marker = tmp_path / "code-ran"
+    torch.save({"state_dict": {}, "evil": Payload(marker)}, tmp_path / "evil.ckpt")
+    with pytest.raises(ValueError, match="evil.ckpt was refused: it contains code"):
+        AtomicCheckpointIO().load_checkpoint(tmp_path / "evil.ckpt")
+    assert not marker.exists()
+
+
 def _temp_files(directory: Path, pid: int | None = None) -> list[Path]:
     pattern = f".*.ckpt.tmp-{pid}" if pid is not None else ".*.ckpt.tmp-*"
     return sorted(directory.glob(pattern)) if directory.is_dir() else []

@@ -56,7 +56,20 @@ def _fsync_directory(directory: Path) -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """TorchCheckpointIO whose local saves are atomic on any filesystem layout (remote URLs keep Lightning's way)."""
+    """TorchCheckpointIO whose local saves are atomic on any filesystem layout (remote URLs keep Lightning's way),
+    and whose loads never unpickle code (weights_only=True unless a caller asks otherwise)."""
+
+    def load_checkpoint(self, path, map_location: Any = lambda storage, loc: storage, weights_only: bool | None = None):
+        import pickle
+
+        from .checkpoint import code_refused
+
+        try:
+            return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only is not False)
+        except pickle.UnpicklingError as error:
+            if "Weights only load failed" not in str(error):
+                raise
+            raise code_refused(path) from error
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         if "://" in str(path):

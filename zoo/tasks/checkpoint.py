@@ -16,6 +16,13 @@ from zoo.models import MODEL_TYPES, ZooModel
 from .weights_checksum import verify_checkpoint
 
 
+def code_refused(path: str | Path) -> ValueError:
+    return ValueError(
+        f"{path} was refused: it contains code (pickled Python objects), not weights; use a checkpoint written by "
+        "zoo, or re-save its tensors from a trusted copy"
+    )
+
+
 def torch_load_weights(path: str | Path, *, mmap: bool = False):
     """torch.load(weights_only=True) with its failures as one-line errors naming the file: a pickle that would run
     code is refused as such, a truncated or foreign file is unreadable. mmap=True reads tensors only when touched
@@ -28,10 +35,7 @@ def torch_load_weights(path: str | Path, *, mmap: bool = False):
     except pickle.UnpicklingError as error:
         if "Weights only load failed" not in str(error):
             raise ValueError(f"{path} is not a readable checkpoint (its pickle is damaged: {error})") from error
-        raise ValueError(
-            f"{path} was refused: it contains code (pickled Python objects), not weights; use a checkpoint written "
-            "by zoo, or re-save its tensors from a trusted copy"
-        ) from error
+        raise code_refused(path) from error
     except Exception as error:  # torch raises several types (RuntimeError, EOFError, ...) for truncated files
         reason = " ".join(str(error).split())[:200]
         raise ValueError(
