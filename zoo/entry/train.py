@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -146,7 +147,9 @@ def _stopped_by_sigterm(cfg: DictConfig, trainer) -> None:
     given = []
     if HydraConfig.initialized():
         given = [o for o in HydraConfig.get().overrides.task if not o.startswith(("ckpt_path=", "hydra.run.dir="))]
-    command = " ".join(["python train.py", *given, resume, f"hydra.run.dir={cfg.paths.output_dir}"])
+    command = " ".join(
+        ["python train.py", *map(shlex.quote, [*given, resume, f"hydra.run.dir={cfg.paths.output_dir}"])]
+    )
     if trainer.is_global_zero:
         print(
             f"stopped by SIGTERM at step {trainer.global_step}; {where}; resume with: {command}",
