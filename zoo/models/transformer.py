@@ -1,10 +1,10 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al. 2017), for translation.
 
-Encoder: bidirectional self-attention blocks. Decoder: causal self-attention, then cross-attention (queries from
-the decoder, keys/values from the encoder output), then the ReLU feed-forward. Post-LN as in the paper, pre-LN
-as an option; sinusoidal positions; token embeddings scaled by sqrt(d_model); with a joint vocabulary the
-source, target and output embeddings are one matrix. Numerically this is torch.nn.Transformer with embeddings
-and a tied output layer around it (final norms included, as torch builds them).
+Encoder: bidirectional self-attention blocks (causal with `encoder_causal`). Decoder: causal self-attention,
+then cross-attention (queries from the decoder, keys/values from the encoder output), then the ReLU feed-forward.
+Post-LN as in the paper, pre-LN as an option; sinusoidal positions; token embeddings scaled by sqrt(d_model); with
+a joint vocabulary the source, target and output embeddings are one matrix. Numerically this is
+torch.nn.Transformer with embeddings and a tied output layer around it (final norms included, as torch builds them).
 """
 
 from __future__ import annotations
