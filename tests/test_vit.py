@@ -132,8 +132,8 @@ def test_features_only_when_num_classes_is_zero():
 
 
 def test_batchnorm_variant_replaces_every_layernorm_and_trains():
-    """BN-ViT: no LayerNorm left, a BatchNorm inside each FFN, and a few AdamW steps lower the loss."""
-    model = tiny(norm="batchnorm").train()
+    """BN-ViT (norm and ff_inner_norm batchnorm): no LayerNorm left, a BatchNorm inside each FFN, and a few AdamW steps lower the loss."""
+    model = tiny(norm="batchnorm", ff_inner_norm="batchnorm").train()
     assert not any(isinstance(m, nn.LayerNorm) for m in model.modules())
     for layer in model.blocks.layers:
         assert isinstance(layer.norm1, TokenBatchNorm) and isinstance(layer.ff.inner_norm, TokenBatchNorm)
