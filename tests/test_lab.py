@@ -34,6 +34,9 @@ QUESTIONS = question_names()
 # sub-questions heads_multi30k and window_loss are composed and built at every sweep point below; their quick runs
 # would take this suite past its budget (a BPE trained per test session and val BLEU decoding; long windows).
 QUICK = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positions_sst2", "window_cost", "decoding"]
+# Of issue 12's questions, the two cheapest quick runs (4 char-LM jobs each); the image questions' jobs are run one
+# each by tests/test_lab_part2.py, the rest are composed and built at every sweep point below.
+QUICK += ["activation", "norm_text"]
 # Sizes the data would give, for building the non-LM models without training their tokenizers here.
 SST2_FIELDS = {"vocab_size": 8192, "pad_token_id": 0, "num_labels": 2}
 MULTI30K_FIELDS = {
