@@ -3,6 +3,7 @@ batch-statistics fluctuation, divergence, gradient norms by depth, and the Batch
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -15,6 +16,9 @@ from zoo.lab.activations import measure_activations
 from zoo.lab.batchnorm_stats import BatchNormStatsProbe
 from zoo.lab.divergence import LossCurveProbe, divergence
 from zoo.lab.probes import gradient_norms, layers_in_order
+from zoo.lab.questions import question
+
+from conftest import assert_ok, run_script
 
 
 class Stack(nn.Module):
@@ -161,3 +165,39 @@ def test_bn_fold_timing_checks_equal_logits():
     assert values["lab/infer_ms"] > 0 and values["lab/infer_ms_folded"] > 0
     assert net.training  # the probe put it back, unfolded
     assert any(isinstance(m, nn.BatchNorm1d) for m in net.modules())
+
+
+# ---- one job of each image question, as its quick run trains it (train.py, real MNIST) ----------------------
+
+
+def quick_job(name: str, run_dir, **point: str) -> dict:
+    """One job of a question at `point` with its quick overrides (swept keys pinned to one value); its result.json."""
+    pinned = {**point, "seed": "1"}
+    overrides = [o for o in question(name)["quick"] if o.split("=", 1)[0] not in pinned]
+    overrides += [f"{k}={v}" for k, v in pinned.items()] + ["lab.mode=quick", f"hydra.run.dir={run_dir}"]
+    assert_ok(run_script("train.py", f"experiment=lab/{name}", *overrides))
+    return json.loads((run_dir / "result.json").read_text(), parse_constant=float)
+
+
+@pytest.mark.slow
+def test_bn_vit_job_records_the_fold_the_bn_statistics_and_the_loss_curve(tmp_path, data_dir):
+    record = quick_job("bn_vit", tmp_path, variant="bn_ffn")
+    metrics = record["metrics"]
+    assert metrics["lab/fold_max_diff"] <= 1e-5 and metrics["lab/batchnorms"] > 0
+    assert metrics["lab/infer_ms"] > 0 and metrics["lab/infer_ms_folded"] > 0
+    assert metrics["lab/diverged"] in (0.0, 1.0) and math.isfinite(metrics["lab/loss_start"])
+    bn_layers = [k for k in metrics if k.startswith("probe/bn/mean_std/") and k != "probe/bn/mean_std/mean"]
+    # vit-nano/4: 4 blocks x (norm1, norm2, FFN-inner) + the final norm, all BatchNorm
+    assert len(bn_layers) == 13 and "probe/bn/mean_std/l0.ff.inner_norm" in metrics
+    assert all(0 < metrics[k] < 10 for k in bn_layers)
+    assert len(record["series"]["train_loss"]) == 3  # 6 steps, every 2
+
+
+@pytest.mark.slow
+def test_inductive_bias_cnn_job_trains_on_the_subset_without_attention_probes(tmp_path, data_dir):
+    record = quick_job("inductive_bias", tmp_path, model="cnn", **{"data.max_train_images": "500"})
+    metrics = record["metrics"]
+    assert 0 <= metrics["val/acc"] <= 1 and "probe/grad/total@init" in metrics
+    assert not any(k.startswith("probe/attn/") for k in metrics)  # the CNN has no attention to probe
+    config = (tmp_path / "config_resolved.yaml").read_text()
+    assert "zoo.models.CNN.from_preset" in config and "max_train_images: 500" in config
