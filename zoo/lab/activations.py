@@ -14,6 +14,7 @@ Each with `/mean` over the layers. Series for the report: `act_rms/mean` over th
 from __future__ import annotations
 
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 
 from zoo.core.block import Block
 from zoo.core.feedforward import FeedForward
@@ -30,16 +31,21 @@ class ActivationProbe(_Probe):
             raise ValueError(f"near_zero must be a positive threshold, got {near_zero}")
         self.near_zero = near_zero
 
+    _batch = None  # None: off (a model without zoo blocks, e.g. the CNN baseline)
+
     def on_train_start(self, trainer, pl_module) -> None:
+        if not any(isinstance(m, Block) for m in pl_module.modules()):
+            rank_zero_info(f"ActivationProbe: {type(pl_module.net).__name__} has no zoo Block; nothing to probe")
+            return
         self._batch = first_val_batch(trainer, pl_module)
         self._log(trainer, measure_activations(pl_module, self._batch, self.near_zero))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self._due(trainer.global_step):
+        if self._batch is not None and self._due(trainer.global_step):
             self._log(trainer, measure_activations(pl_module, self._batch, self.near_zero))
 
     def on_train_end(self, trainer, pl_module) -> None:
-        if trainer.global_step not in self.history:
+        if self._batch is not None and trainer.global_step not in self.history:
             self._log(trainer, measure_activations(pl_module, self._batch, self.near_zero))
 
     def lab_record(self) -> dict:
