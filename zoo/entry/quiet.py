@@ -48,6 +48,9 @@ def quiet() -> None:
     # Every fresh run gets a new directory; a checkpoint directory that already holds files is the run's own, being
     # resumed in place (train.py says so), not another run's files about to be mixed in.
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty\.")
+    # Under *-mixed precision the parameters are kept in float32, so the summary's fallback to 32 bits per
+    # parameter is the true size (Lightning's summary only knows the true-precision names).
+    warnings.filterwarnings("ignore", message=r"Precision .*-mixed is not supported by the model summary")
     # Lightning asks DataLoaders themselves to be stateful. The zoo's samplers resume exactly from the global step
     # restored from the checkpoint (zoo/data/resumable.py, tests/test_resume.py), so mid-epoch resume is exact.
     warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
