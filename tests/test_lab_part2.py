@@ -167,6 +167,20 @@ def test_bn_fold_timing_checks_equal_logits():
     assert any(isinstance(m, nn.BatchNorm1d) for m in net.modules())
 
 
+def test_bn_fold_measurement_job_on_real_images(data_dir):
+    pytest.importorskip("zoo.core.bn_fold", reason="the BatchNorm fold (zoo/core/bn_fold.py) is not there yet")
+    from zoo.data import ImageClassificationDataModule
+    from zoo.lab.folding import bn_fold
+    from zoo.models import ViT
+
+    dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(data_dir), split_sizes=[64, 40, 20])
+    dm.setup("fit")
+    net = ViT.from_preset("vit-nano/4", **dm.model_fields, norm="batchnorm", ff_inner_norm="batchnorm")
+    metrics, record = bn_fold(net, dm, batch_size=20, repeats=1)
+    assert record == {"metrics": metrics} and metrics["lab/fold_max_diff"] <= 1e-5
+    assert metrics["lab/batchnorms"] == 13  # 4 blocks x (norm1, norm2, FFN-inner) + the final norm
+
+
 # ---- one job of each image question, as its quick run trains it (train.py, real MNIST) ----------------------
 
 
