@@ -141,14 +141,13 @@ class GradNormProbe(_Probe):
         return record
 
 
-_MAIN_LAYER = re.compile(r"l(\d+)")  # a layer of the model's one stack (not encoder./decoder. prefixed)
-
-
-def layers_in_order(values: dict[str, float], prefix: str) -> list[float]:
-    """The values of layers l0, l1, ... (keys `<prefix>l<i>`) in depth order."""
+def layers_in_order(values: dict[str, float], prefix: str, stack: str = "") -> list[float]:
+    """The values of layers l0, l1, ... of one stack (keys `<prefix><stack>l<i>`; stack "" is a model's only
+    stack, "encoder." / "decoder." those of an encoder-decoder) in depth order."""
+    pattern = re.compile(re.escape(stack) + r"l(\d+)")
     layers = {}
     for key, value in values.items():
-        if key.startswith(prefix) and (m := _MAIN_LAYER.fullmatch(key[len(prefix) :])):
+        if key.startswith(prefix) and (m := pattern.fullmatch(key[len(prefix) :])):
             layers[int(m.group(1))] = value
     return [layers[i] for i in sorted(layers)]
 
@@ -171,10 +170,12 @@ def gradient_norms(module: torch.nn.Module) -> dict[str, float]:
         for name, chunk in zip(pieces or (group,), chunks):
             groups[name] = groups.get(name, 0.0) + float(chunk.square().sum())
     values = {f"probe/grad/{k}": math.sqrt(v) for k, v in layers.items()}
-    depth = layers_in_order(values, "probe/grad/")
-    if len(depth) >= 2 and depth[-1] > 0:
-        # < 1: less gradient reaches the first layer than the last (vanishing with depth); > 1: exploding
-        values["probe/grad/first_over_last"] = depth[0] / depth[-1]
+    for stack in sorted({label[: label.rindex("l")] for label in layers}):
+        depth = layers_in_order(values, "probe/grad/", stack)
+        if len(depth) >= 2 and depth[-1] > 0:
+            # < 1: less gradient reaches the stack's first layer than its last: vanishing toward the input, or
+            # post-LN's large gradients near the output (Xiong et al. 2020); about 1 for pre-LN at init
+            values[f"probe/grad/{stack}first_over_last"] = depth[0] / depth[-1]
     values.update({f"probe/grad_group/{k}": math.sqrt(v) for k, v in groups.items()})
     values["probe/grad/total"] = math.sqrt(sum(groups.values()))
     return values
