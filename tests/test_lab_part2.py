@@ -141,12 +141,36 @@ def test_gradient_norm_first_over_last_and_depth_order():
     depth = layers_in_order(values, "probe/grad/")
     assert depth == [values[f"probe/grad/l{i}"] for i in range(3)]
     assert values["probe/grad/first_over_last"] == pytest.approx(depth[0] / depth[2])
-    assert layers_in_order(
-        {"probe/grad/l10": 1.0, "probe/grad/l2": 2.0, "probe/grad/decoder.l0": 3.0}, "probe/grad/"
-    ) == [
-        2.0,
-        1.0,
-    ]
+    mixed = {"probe/grad/l10": 1.0, "probe/grad/l2": 2.0, "probe/grad/decoder.l0": 3.0}
+    assert layers_in_order(mixed, "probe/grad/") == [2.0, 1.0]  # by depth, the main stack only
+    assert layers_in_order(mixed, "probe/grad/", "decoder.") == [3.0]
+
+
+def test_gradient_norm_ratio_per_stack_of_an_encoder_decoder():
+    from zoo.models import Transformer
+
+    torch.manual_seed(0)
+    net = Transformer.from_preset(
+        "transformer-small",
+        src_vocab_size=50,
+        tgt_vocab_size=50,
+        d_model=32,
+        d_ff=64,
+        n_heads=2,
+        n_encoder_layers=3,
+        n_decoder_layers=2,
+        max_len=16,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    src, tgt = torch.randint(3, 50, (2, 7)), torch.randint(3, 50, (2, 6))
+    net(src, tgt).square().mean().backward()
+    values = gradient_norms(net)
+    for stack, last in (("encoder", 2), ("decoder", 1)):
+        ratio = values[f"probe/grad/{stack}.l0"] / values[f"probe/grad/{stack}.l{last}"]
+        assert values[f"probe/grad/{stack}.first_over_last"] == pytest.approx(ratio)
+    assert "probe/grad/first_over_last" not in values  # no stack without a name here
 
 
 def test_bn_fold_timing_checks_equal_logits():
