@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
 from zoo.tasks.atomic_checkpoint_io import AtomicCheckpointIO, remove_orphans, temp_path
-from zoo.tasks.checkpoint import check_checkpoint_file, read_checkpoint
+from zoo.tasks.checkpoint import check_checkpoint_file, read_checkpoint, torch_load_weights
 from zoo.tasks.weights_checksum import verify_checkpoint
 
 from conftest import ROOT, assert_ok, assert_one_line_error, run_script
@@ -167,6 +167,9 @@ def test_lightning_loads_refuse_code(tmp_path):
     with pytest.raises(ValueError, match="evil.ckpt was refused: it contains code"):
         AtomicCheckpointIO().load_checkpoint(tmp_path / "evil.ckpt")
     assert not marker.exists()
+    (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")  # no pickle at all: unreadable, not "code"
+    with pytest.raises(ValueError, match="junk.ckpt is not a readable checkpoint"):
+        torch_load_weights(tmp_path / "junk.ckpt")
 
 
 def _temp_files(directory: Path, pid: int | None = None) -> list[Path]:

@@ -62,12 +62,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path, map_location: Any = lambda storage, loc: storage, weights_only: bool | None = None):
         import pickle
 
-        from .checkpoint import code_refused
+        from .checkpoint import code_refused, names_code
 
         try:
             return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only is not False)
         except pickle.UnpicklingError as error:
-            if "Weights only load failed" not in str(error):
+            if not names_code(error):
                 raise
             raise code_refused(path) from error
 

@@ -15,6 +15,15 @@ from zoo.models import MODEL_TYPES, ZooModel
 
 from .weights_checksum import verify_checkpoint
 
+# What torch's weights-only unpickler says when a pickle would import or call something (as opposed to bytes that
+# are no pickle at all, "Unsupported operand"): a global it does not allow, an object it will not build.
+_CODE_MARKS = ("GLOBAL", "allowlisted", "reduce for unrecognized")
+
+
+def names_code(error: pickle.UnpicklingError) -> bool:
+    detail = str(error).split("WeightsUnpickler error:")[-1]
+    return any(mark in detail for mark in _CODE_MARKS)
+
 
 def code_refused(path: str | Path) -> ValueError:
     return ValueError(
@@ -33,8 +42,12 @@ def torch_load_weights(path: str | Path, *, mmap: bool = False):
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:
-        if "Weights only load failed" not in str(error):
-            raise ValueError(f"{path} is not a readable checkpoint (its pickle is damaged: {error})") from error
+        if not names_code(error):
+            detail = str(error).split("WeightsUnpickler error:")[-1].split("Check the documentation")[0]
+            reason = " ".join(detail.split())[:200]
+            raise ValueError(
+                f"{path} is not a readable checkpoint (not written by torch.save, or damaged: {reason})"
+            ) from error
         raise code_refused(path) from error
     except Exception as error:  # torch raises several types (RuntimeError, EOFError, ...) for truncated files
         reason = " ".join(str(error).split())[:200]
