@@ -269,6 +269,21 @@ def test_resume_last_skips_a_failed_start_and_a_truncated_file(good_run, tmp_pat
     assert step_of(good) == 6  # resumed from step 4 in place, to step 6
 
 
+def test_run_dir_continues_the_run_with_the_newest_good_checkpoint(good_run, tmp_path):
+    from zoo.entry.resolvers import run_dir
+
+    runs = tmp_path / "runs"
+    shutil.copytree(good_run, runs / "a")
+    newer = runs / "b" / "checkpoints"
+    newer.mkdir(parents=True)
+    torch.save({"state_dict": {}, "global_step": 0}, newer / "on_exception.ckpt")  # a failed start, newest
+    assert run_dir(str(runs), "fresh", "last", False) == str(runs / "a")
+    assert run_dir(str(runs), "fresh", None, True) == str(runs / "a")
+    assert run_dir(str(runs), "fresh", None, False) == f"{runs}/fresh"
+    shutil.rmtree(runs / "a")
+    assert run_dir(str(runs), "fresh", "last", False) == f"{runs}/fresh"  # nothing usable: a fresh directory
+
+
 def test_ckpt_path_last_with_nothing_usable_is_one_line(tmp_path):
     run = tmp_path / "logs" / "train" / "runs" / "r1"
     (run / "checkpoints").mkdir(parents=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from zoo.models.hub import verify_weights, weights_checksum
 
 KEY = "weights_checksum"  # in checkpoint["zoo"]
@@ -24,7 +26,10 @@ def _network_weights(checkpoint: dict) -> dict:
 
 def record_checksum(checkpoint: dict) -> None:
     """Store the checksum of the network's weights in the "zoo" section (call once the state dict is final)."""
-    checkpoint.setdefault("zoo", {})[KEY] = weights_checksum(_network_weights(checkpoint))
+    weights = _network_weights(checkpoint)
+    if any(type(v) not in (torch.Tensor, torch.nn.Parameter) for v in weights.values()):
+        return  # a sharded state (DTensor, FSDP state_dict_type=sharded) has no one set of bytes on any rank
+    checkpoint.setdefault("zoo", {})[KEY] = weights_checksum(weights)
 
 
 def verify_checkpoint(checkpoint: dict, source: str | Path) -> bool:
