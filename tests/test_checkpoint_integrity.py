@@ -321,6 +321,22 @@ def test_another_models_checkpoint_is_one_line(good_run, tmp_path):
     assert not (tmp_path / "checkpoints" / "on_exception.ckpt").exists()
 
 
+def test_another_model_types_checkpoint_is_named(good_run):
+    from zoo.models import GPT, ViT
+    from zoo.models.vit import ViTConfig
+    from zoo.tasks.checkpoint import check_same_model
+
+    checkpoint = torch.load(good_run / "checkpoints" / "last.ckpt", weights_only=True)
+    check_same_model(checkpoint, GPT.from_config_dict(checkpoint["zoo"]["model_config"]), "x.ckpt")  # fits
+    vit = ViT(
+        ViTConfig(
+            image_size=28, patch_size=7, in_channels=1, num_classes=10, embed_dim=32, depth=1, num_heads=2, mlp_dim=64
+        )
+    )
+    with pytest.raises(ValueError, match="ckpt_path x.ckpt holds a gpt model, but this run builds a vit"):
+        check_same_model(checkpoint, vit, "x.ckpt")
+
+
 def test_pickle_payload_refused_by_train_and_bert_pretrained(tmp_path):
     marker = tmp_path / "code-ran"
     evil = tmp_path / "evil.ckpt"

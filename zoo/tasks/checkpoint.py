@@ -126,7 +126,12 @@ def check_same_model(checkpoint: dict, net: ZooModel, source: str | Path) -> Non
     their_type, their_config = info.get("model_type", "unknown"), info.get("model_config") or {}
     our_config = net.config_dict()
     differing = [k for k in sorted(our_config) if k in their_config and their_config[k] != our_config[k]]
-    if their_type == net.model_type and differing:
+    if their_type != net.model_type:
+        raise ValueError(
+            f"ckpt_path {source} holds a {their_type} model, but this run builds a {net.model_type}; give a "
+            f"{net.model_type} checkpoint, or choose the model it was trained with (model=...)"
+        )
+    if differing:
         held = ", ".join(f"{k}={their_config[k]}" for k in differing)
         built = ", ".join(f"{k}={our_config[k]}" for k in differing)
     else:
