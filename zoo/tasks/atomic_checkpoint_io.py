@@ -16,12 +16,16 @@ it is not an OnExceptionCheckpoint, so Lightning does not turn `fit(ckpt_path=No
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
+import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_info
+
+from .checkpoint import code_refused, names_code
 
 TEMP_MARK = ".tmp-"
 
@@ -60,10 +64,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     and whose loads never unpickle code (weights_only=True unless a caller asks otherwise)."""
 
     def load_checkpoint(self, path, map_location: Any = lambda storage, loc: storage, weights_only: bool | None = None):
-        import pickle
-
-        from .checkpoint import code_refused, names_code
-
         try:
             return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only is not False)
         except pickle.UnpicklingError as error:
@@ -76,8 +76,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return super().save_checkpoint(checkpoint, path, storage_options)
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options for a local checkpoint ({path})")
-        import torch
-
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = temp_path(target)
