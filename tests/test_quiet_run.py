@@ -25,13 +25,6 @@ KNOWN_NOISE = [
     "no last checkpoint available",
 ]
 
-# Until zoo/conf/callbacks/default.yaml names them: the zoo's progress bar (no `Epoch 0/-2` when training is bounded
-# by steps) and model summary (no FLOPs column of zeros).
-ZOO_DISPLAY = [
-    "callbacks.progress_bar._target_=zoo.entry.builders.ProgressBar",
-    "callbacks.model_summary._target_=zoo.entry.builders.ModelSummary",
-]
-
 
 def assert_quiet(result) -> None:
     assert_ok(result)
@@ -53,7 +46,6 @@ def trained(tmp_path_factory):
         "test=false",
         "model.sample_tokens=20",
         f"paths.log_dir={logs}",
-        *ZOO_DISPLAY,
     ]
     first = run_script("train.py", *common, "trainer.max_steps=3")
     (run,) = (logs / "gpt_shakespeare_char" / "runs").iterdir()

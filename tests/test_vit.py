@@ -132,7 +132,7 @@ def test_features_only_when_num_classes_is_zero():
 
 
 def test_batchnorm_variant_replaces_every_layernorm_and_trains():
-    """BN-ViT (norm and ff_inner_norm batchnorm): no LayerNorm left, a BatchNorm inside each FFN, and a few AdamW steps lower the loss."""
+    """BN-ViT (norm and ff_inner_norm batchnorm): no LayerNorm left, a BatchNorm in each FFN; AdamW lowers the loss."""
     model = tiny(norm="batchnorm", ff_inner_norm="batchnorm").train()
     assert not any(isinstance(m, nn.LayerNorm) for m in model.modules())
     for layer in model.blocks.layers:

@@ -128,9 +128,9 @@ def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) 
     checkpoint (.ckpt) whose "zoo" section stores the tokenizer it was trained with."""
     path = Path(source)
     if path.is_file() and path.suffix == ".ckpt":
-        import torch  # only here: reading a checkpoint file, not importing zoo.tasks
+        from zoo.core.weights_file import torch_load_weights  # torch only here, when a checkpoint is read
 
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch_load_weights(path)
         stored = checkpoint.get("zoo", {}).get("tokenizer") if isinstance(checkpoint, dict) else None
         if stored is None:
             raise ValueError(f"{path} stores no tokenizer; it is not a zoo BERT checkpoint")

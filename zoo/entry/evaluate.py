@@ -66,7 +66,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
             f"pass data=<a config for {info['task']}>"
         )
     task = task_cls(net=model, optimizer=None, **inputs)
-    trainer = hydra.utils.instantiate(cfg.trainer, logger=build_loggers(cfg.get("logger")), callbacks=[])
+    # Evaluation writes no checkpoint (without this Lightning would also suggest a checkpoint-upload package).
+    trainer = hydra.utils.instantiate(
+        cfg.trainer, logger=build_loggers(cfg.get("logger")), callbacks=[], enable_checkpointing=False
+    )
     run = trainer.validate if cfg.split == "val" else trainer.test
     results = run(task, datamodule=datamodule, verbose=True)
     return {k: float(v) for k, v in results[0].items()}

@@ -16,15 +16,7 @@ import warnings
 # Lightning messages logged (not warned) that say nothing about this run.
 _LOG_FILTERS = {
     # An advertisement for a cloud logger, printed at every Trainer construction without it installed.
-    # (The second: Lightning's default ModelCheckpoint, in a Trainer given no checkpoint callback, e.g. eval's.)
-    "lightning.pytorch.utilities.rank_zero": (
-        "💡 Tip: For seamless cloud logging",
-        "💡 Tip: For seamless cloud uploads",
-    ),
-    # OnExceptionCheckpoint saves without naming weights_only; the default (False) means "save the optimizer and
-    # loop state too", which is what a resumable checkpoint needs. It concerns saving, not an unsafe load (the zoo
-    # loads with weights_only=True).
-    "lightning.pytorch.trainer.connectors.checkpoint_connector": ("`weights_only` was not set, defaulting to",),
+    "lightning.pytorch.utilities.rank_zero": ("💡 Tip: For seamless cloud logging",),
 }
 
 
@@ -54,10 +46,6 @@ def quiet() -> None:
     # Lightning asks DataLoaders themselves to be stateful. The zoo's samplers resume exactly from the global step
     # restored from the checkpoint (zoo/data/resumable.py, tests/test_resume.py), so mid-epoch resume is exact.
     warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
-    # With OnExceptionCheckpoint configured, Lightning turns fit(ckpt_path=None) into "last" and warns about it at
-    # every start; train.py decides and says itself which checkpoint a run resumes from (or that it starts fresh).
-    warnings.filterwarnings("ignore", message=r".*\(ckpt_path=None\)` was called without a model")
-    warnings.filterwarnings("ignore", message=r".*there is no last checkpoint available")
     for name, prefixes in _LOG_FILTERS.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropMessages) for f in logger.filters):

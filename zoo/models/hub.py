@@ -121,7 +121,7 @@ class ZooHubMixin(PyTorchModelHubMixin, library_name="transformer-zoo"):
                 f"{model_id}/{CONFIG_NAME} has option(s) {', '.join(unknown)} that "
                 f"{model_cls.config_class.__name__} does not know (written by another version of zoo?)"
             )
-        model = model_cls(model_cls.config_class(**fields))  # the dataclass validates every value
+        model = model_cls.from_config_dict(fields)  # validated, with what older configs imply (e.g. BN-ViT's FFN norm)
         if Path(model_id).is_dir():
             weights = Path(model_id) / WEIGHTS_NAME
             if not weights.is_file():

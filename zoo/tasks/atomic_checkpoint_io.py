@@ -130,7 +130,7 @@ class ProgressOnExceptionCheckpoint(Checkpoint):
         if trainer.global_step == 0:
             rank_zero_info(f"no {self.ckpt_path} written: the run stopped before its first training step")
             return
-        trainer.save_checkpoint(self.ckpt_path)
+        trainer.save_checkpoint(self.ckpt_path, weights_only=False)  # a full checkpoint: it must resume
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         if stage == "fit":

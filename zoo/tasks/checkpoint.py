@@ -4,56 +4,14 @@ and, before a run resumes, the check that a checkpoint is complete, holds only w
 from __future__ import annotations
 
 import os
-import pickle
 import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-import torch
-
+from zoo.core.weights_file import code_refused, names_code, torch_load_weights  # noqa: F401  (re-exported)
 from zoo.models import MODEL_TYPES, ZooModel
 
 from .weights_checksum import verify_checkpoint
-
-# What torch's weights-only unpickler says when a pickle would import or call something (as opposed to bytes that
-# are no pickle at all, "Unsupported operand"): a global it does not allow, an object it will not build.
-_CODE_MARKS = ("GLOBAL", "allowlisted", "reduce for unrecognized")
-
-
-def names_code(error: pickle.UnpicklingError) -> bool:
-    detail = str(error).split("WeightsUnpickler error:")[-1]
-    return any(mark in detail for mark in _CODE_MARKS)
-
-
-def code_refused(path: str | Path) -> ValueError:
-    return ValueError(
-        f"{path} was refused: it contains code (pickled Python objects), not weights; use a checkpoint written by "
-        "zoo, or re-save its tensors from a trusted copy"
-    )
-
-
-def torch_load_weights(path: str | Path, *, mmap: bool = False):
-    """torch.load(weights_only=True) with its failures as one-line errors naming the file: a pickle that would run
-    code is refused as such, a truncated or foreign file is unreadable. mmap=True reads tensors only when touched
-    (cheap for the step counter of a large checkpoint)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path.resolve()}; check the path")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as error:
-        if not names_code(error):
-            detail = str(error).split("WeightsUnpickler error:")[-1].split("Check the documentation")[0]
-            reason = " ".join(detail.split())[:200]
-            raise ValueError(
-                f"{path} is not a readable checkpoint (not written by torch.save, or damaged: {reason})"
-            ) from error
-        raise code_refused(path) from error
-    except Exception as error:  # torch raises several types (RuntimeError, EOFError, ...) for truncated files
-        reason = " ".join(str(error).split())[:200]
-        raise ValueError(
-            f"{path} is not a readable checkpoint (truncated, or not written by torch.save: {reason})"
-        ) from error
 
 
 @lru_cache(maxsize=64)
