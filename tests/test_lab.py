@@ -296,8 +296,16 @@ def test_trend_similar_threshold_and_interior_checks(tmp_path):
     ]
     outcome, text = verdict_of(tmp_path, values, checks)
     assert "**U**: holds" in text and "**down**: does not hold" in text  # 2 -> 4 goes up again
-    assert "**same**: holds" in text and "**above**: holds" in text and "**missing**: not measured" in text
-    assert outcome == "holds in part" and "(1 not measured in this run)" in text
+    assert "**same**: holds" in text and "**above**: holds" in text and "**missing**: not decided. not measured" in text
+    assert outcome == "holds in part" and "(1 not measured or undecided)" in text
+
+
+def test_a_diverged_run_leaves_its_check_undecided(tmp_path):
+    # A NaN loss (a diverged run) neither confirms nor refutes "a < b": the check is left out of the verdict.
+    checks = [a_less_than("b"), {"name": "c < b", "metric": "m", "expect": "less", "points": [{"p": "c"}, {"p": "b"}]}]
+    values = {"a": [1.0, 1.1], "b": [2.0, 2.1], "c": [float("nan"), 1.0]}
+    outcome, text = verdict_of(tmp_path, values, checks)
+    assert outcome == "holds" and "**c < b**: not decided. " in text and "a run diverged" in text
 
 
 def test_malformed_checks_fail_naming_the_check():

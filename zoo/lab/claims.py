@@ -99,10 +99,13 @@ def canonical_value(value) -> str:
     return text.lower() if text.lower() in ("true", "false", "null") else text
 
 
-def _pair(a: Stat, b: Stat, direction: str, margin: float, factor: float | None, tolerance: float) -> tuple[bool, str]:
-    """Does a relate to b as `direction` says, beyond the seed spread?"""
+def _pair(
+    a: Stat, b: Stat, direction: str, margin: float, factor: float | None, tolerance: float
+) -> tuple[bool | None, str]:
+    """Does a relate to b as `direction` says, beyond the seed spread? None: undecided (a diverged run's metric is
+    not finite; the check neither confirms nor refutes the claim, and lab/diverged in the table shows it)."""
     if not (math.isfinite(a.mean) and math.isfinite(b.mean)):
-        return False, f"{a} vs {b}: a non-finite value decides nothing"
+        return None, f"{a} vs {b}: undecided, a non-finite value (a run diverged)"
     spread = math.hypot(a.sd, b.sd)
     diff = b.mean - a.mean
     if direction == "similar":
@@ -149,20 +152,20 @@ def evaluate(
     if expect in ("increasing", "decreasing"):
         direction = "less" if expect == "increasing" else "greater"
         results = [_pair(a, b, direction, margin, factor, tol) for a, b in zip(values, values[1:])]
-        ok = all(r[0] for r in results)
+        ok = None if any(r[0] is None for r in results) else all(r[0] for r in results)
         return CheckResult(
             name, ok, f"{sum(r[0] for r in results)}/{len(results)} steps {expect}", [r[1] for r in results]
         )
     # interior_min / interior_max: the best point is inside, and clearly better than both ends
     sign = 1 if expect == "interior_min" else -1
     if not all(math.isfinite(v.mean) for v in values):
-        return CheckResult(name, False, "a non-finite value decides nothing")
+        return CheckResult(name, None, "undecided: a non-finite value (a run diverged)")
     best = min(range(len(values)), key=lambda i: sign * values[i].mean)
     if best in (0, len(values) - 1):
         return CheckResult(name, False, f"the best point is an end (#{best + 1} of {len(values)}: {values[best]})")
     direction = "less" if sign == 1 else "greater"
     ends = [_pair(values[best], values[end], direction, margin, None, tol) for end in (0, len(values) - 1)]
-    ok = all(r[0] for r in ends)
+    ok = None if any(r[0] is None for r in ends) else all(r[0] for r in ends)
     return CheckResult(
         name,
         ok,

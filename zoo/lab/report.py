@@ -69,12 +69,12 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
         f"### Verdict: {outcome}",
         "",
         f"{len(held)} of {len(measured)} measured checks hold"
-        + (f" ({len(results) - len(measured)} not measured in this run)" if len(measured) < len(results) else "")
+        + (f" ({len(results) - len(measured)} not measured or undecided)" if len(measured) < len(results) else "")
         + ". A difference counts only beyond the stated multiple of the seed spread.",
         "",
     ]
     for r in results:
-        mark = {True: "holds", False: "does not hold", None: "not measured"}[r.holds]
+        mark = {True: "holds", False: "does not hold", None: "not decided"}[r.holds]
         lines.append(f"- **{r.name}**: {mark}. {r.detail}")
         if len(r.pairs) > 1:
             lines += [f"  - {p}" for p in r.pairs]
