@@ -449,3 +449,14 @@ def test_publish_refuses_a_quick_run(tmp_path):
     docs.write_text("<!-- measured:handmade -->\n<!-- /measured:handmade -->\n")
     with pytest.raises(ValueError, match="quick run"):
         publish(sweep, docs)
+
+
+def test_diverged_worst_counts_a_diverged_point_as_the_worse_one(tmp_path):
+    values = {"b": [2.0, 2.1], "c": [float("nan"), 1.0]}  # one seed of c diverged
+    worse = {"name": "b < c", "metric": "m", "expect": "less", "diverged": "worst", "points": [{"p": "b"}, {"p": "c"}]}
+    better = {**worse, "name": "c < b", "points": [{"p": "c"}, {"p": "b"}]}
+    outcome, text = verdict_of(tmp_path, values, [worse, better])
+    assert outcome == "holds in part" and "**b < c**: holds" in text and "**c < b**: does not hold" in text
+    assert "diverged (counted as worst)" in text
+    with pytest.raises(ValueError, match="diverged must be 'worst'"):
+        verdict_of(tmp_path / "bad", values, [{**worse, "diverged": "best"}])

@@ -14,6 +14,8 @@ spread (sample standard deviation) over its seeds. A check compares points on on
 - A difference counts only when it exceeds `margin` times the spread of the difference,
   sqrt(sd_a^2 + sd_b^2), so seed noise never decides a check; `factor` additionally asks for a ratio
   (b / a >= factor for `less`); `similar` holds when |a - b| <= max(tolerance * |a|, margin * spread).
+- A non-finite value (a run that diverged) decides nothing, unless the check says `diverged: worst` (for a metric
+  where lower is better, e.g. a loss): then a point where any seed diverged counts as worse than every finite one.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class Stat:
         return cls(m, sd, len(values))
 
     def __str__(self) -> str:
+        if self.mean == math.inf:
+            return "diverged (counted as worst)"
         return f"{self.mean:.4g} ± {self.sd:.2g}" if math.isfinite(self.mean) else "non-finite"
 
 
@@ -73,6 +77,8 @@ def check_config(check: dict, index: int) -> None:
     need = 3 if expect.startswith("interior") else 1 if expect in ("above", "below") else 2
     if expect in ("above", "below") and (n != 1 or "threshold" not in check):
         raise ValueError(f"{where}: expect '{expect}' needs exactly 1 point and a threshold")
+    if check.get("diverged") not in (None, "worst"):
+        raise ValueError(f"{where}: diverged must be 'worst' (or absent), got {check['diverged']!r}")
     if (two and n != 2) or n < need:
         raise ValueError(f"{where}: expect '{expect}' needs {'exactly' if two else 'at least'} {need} points, got {n}")
 
@@ -104,7 +110,7 @@ def _pair(
 ) -> tuple[bool | None, str]:
     """Does a relate to b as `direction` says, beyond the seed spread? None: undecided (a diverged run's metric is
     not finite; the check neither confirms nor refutes the claim, and lab/diverged in the table shows it)."""
-    if not (math.isfinite(a.mean) and math.isfinite(b.mean)):
+    if math.isnan(a.mean) or math.isnan(b.mean) or (math.isinf(a.mean) and math.isinf(b.mean)):
         return None, f"{a} vs {b}: undecided, a non-finite value (a run diverged)"
     spread = math.hypot(a.sd, b.sd)
     diff = b.mean - a.mean
@@ -141,6 +147,8 @@ def evaluate(
         return CheckResult(
             name, None, f"not measured in this run ({', '.join(dict.fromkeys(metrics))} missing for some point)"
         )
+    if check.get("diverged") == "worst":
+        values = [v if math.isfinite(v.mean) else Stat(math.inf, 0.0, v.n) for v in values]
     if expect in ("above", "below"):
         fixed = Stat(float(check["threshold"]), 0.0, 1)
         ok, text = _pair(values[0], fixed, "greater" if expect == "above" else "less", margin, factor, tol)
