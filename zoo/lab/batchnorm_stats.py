@@ -28,6 +28,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from .naming import layer_label
 from .probes import _with_mean
+from .record import log_on_rank_zero
 
 
 def bn_label(path: str) -> str:
@@ -90,10 +91,7 @@ class BatchNormStatsProbe(L.Callback):
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self.detach()
-        values = self.lab_record()["metrics"]
-        if values and trainer.is_global_zero:
-            for logger in trainer.loggers:
-                logger.log_metrics(values, step=trainer.global_step)
+        log_on_rank_zero(trainer, self.lab_record()["metrics"])
 
     def summary(self) -> dict[str, dict[str, float]]:
         """stat -> layer -> value, over the samples kept (layers with fewer than 2 steps are left out)."""

@@ -14,6 +14,7 @@ import lightning as L
 import torch
 
 from .memory import count_saved_tensors, cuda_peak_mb
+from .record import log_on_rank_zero
 
 
 class CostProbe(L.Callback):
@@ -52,10 +53,7 @@ class CostProbe(L.Callback):
             self.peak_mb = cuda_peak_mb(pl_module.device)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        values = self.lab_record()["metrics"]
-        if values and trainer.is_global_zero:
-            for logger in trainer.loggers:
-                logger.log_metrics(values, step=trainer.global_step)
+        log_on_rank_zero(trainer, self.lab_record()["metrics"])
 
     def lab_record(self) -> dict:
         metrics = {}

@@ -14,6 +14,8 @@ import math
 
 import lightning as L
 
+from .record import log_on_rank_zero
+
 
 class LossCurveProbe(L.Callback):
     def __init__(self, every_n_steps: int = 10, k: int = 10) -> None:
@@ -28,10 +30,7 @@ class LossCurveProbe(L.Callback):
             self.losses.append(float(loss))
 
     def on_train_end(self, trainer, pl_module) -> None:
-        values = self.lab_record()["metrics"]
-        if values and trainer.is_global_zero:
-            for logger in trainer.loggers:
-                logger.log_metrics(values, step=trainer.global_step)
+        log_on_rank_zero(trainer, self.lab_record()["metrics"])
 
     def lab_record(self) -> dict:
         return {"metrics": divergence(self.losses, self.k), "series": {"train_loss": self.curve()}}

@@ -22,6 +22,8 @@ import lightning as L
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from .record import log_on_rank_zero
+
 
 def _time(net, images, repeats: int, warmup: int) -> float:
     def run():
@@ -84,9 +86,7 @@ class BatchNormFoldProbe(L.Callback):
         if self.batch_size is not None:
             images = images[: self.batch_size]
         self.metrics = fold_timing(pl_module.net, images, repeats=self.repeats)
-        if trainer.is_global_zero:
-            for logger in trainer.loggers:
-                logger.log_metrics(self.metrics, step=trainer.global_step)
+        log_on_rank_zero(trainer, self.metrics)
 
     def lab_record(self) -> dict:
         return {"metrics": dict(self.metrics)}

@@ -18,6 +18,8 @@ import torch.nn.functional as F
 
 from zoo.data.windows import DisjointWindows
 
+from .record import log_on_rank_zero
+
 
 class LengthProbe(L.Callback):
     def __init__(self, factors: list[float] = (1, 2, 4), max_windows: int = 32, batch_size: int = 8) -> None:
@@ -51,9 +53,7 @@ class LengthProbe(L.Callback):
             self.metrics[f"lab/loss@{name}"] = float(losses.mean())
             if length > train_len:
                 self.metrics[f"lab/loss_beyond@{name}"] = float(losses[train_len:].mean())
-        if trainer.is_global_zero:
-            for logger in trainer.loggers:
-                logger.log_metrics(self.metrics, step=trainer.global_step)
+        log_on_rank_zero(trainer, self.metrics)
 
     @torch.no_grad()
     def _loss_by_position(self, pl_module, tokens, length: int) -> torch.Tensor:

@@ -35,3 +35,10 @@ def lab_record(trainer, metrics: dict) -> dict:
     records = [cb.lab_record() for cb in trainer.callbacks if hasattr(cb, "lab_record")]
     merged = merge_records([{"metrics": scalar_metrics(metrics)}, *records])
     return {k: merged[k] for k in ("metrics", "series", "probes") if k in merged}
+
+
+def log_on_rank_zero(trainer, values: dict[str, float]) -> None:
+    """Log a lab callback's measurements to every logger of the run, once (rank zero), at the current step."""
+    if values and trainer.is_global_zero:
+        for logger in trainer.loggers:
+            logger.log_metrics(values, step=trainer.global_step)
