@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,29 @@ def test_experiment_run_writes_config_metrics_and_checkpoint(trained):
     assert any(math.isfinite(float(r["train/mfu"])) and float(r["train/mfu"]) > 0 for r in rows if r.get("train/mfu"))
     samples = (trained / "csv" / "val_samples.txt").read_text()
     assert samples.count("===== step 20 =====") == 2  # two samples generated at the validation after fit
+
+
+def test_run_says_where_its_wall_time_went(trained):
+    """timings.json: start-up, training and after-training phases that add up to the total, 20 steps."""
+    times = json.loads((trained / "timings.json").read_text())
+    assert times["steps"] == 20 and times["startup_from"] == "process start"
+    phases = times["time/startup_s"] + times["time/train_s"] + times["time/after_train_s"]
+    assert all(times[k] > 0 for k in ("time/startup_s", "time/train_s", "time/after_train_s"))
+    assert phases == pytest.approx(times["time/total_s"], abs=1e-6)
+
+
+def test_process_start_time_is_when_the_process_started():
+    """Read from /proc in a child that sleeps 1 s first: its start lies >= 1 s before its own clock, and after the
+    moment this test launched it (a wrong field of /proc/self/stat gives hours or days)."""
+    launched = time.time()
+    code = (
+        "import json, time; time.sleep(1.0); from zoo.entry.phase_times import process_start_time as start; "
+        "print(json.dumps([*start(), time.time()]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    started, exact, now = json.loads(out)
+    assert exact
+    assert launched - 0.05 <= started <= now - 1.0
 
 
 def test_checkpoint_loads_weights_only_with_clean_names(trained):

@@ -20,6 +20,7 @@ from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 from zoo.entry.config_checks import check_config
+from zoo.entry.phase_times import PhaseTimes
 from zoo.entry.quiet import quiet, start_run_log
 from zoo.entry.resolvers import resolve_ckpt_path
 from zoo.lab.record import lab_record
@@ -90,6 +91,8 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     if cfg.get("test", False) and not trainer.fast_dev_run:
         trainer.test(task, datamodule=datamodule, verbose=True)
         metrics.update(trainer.callback_metrics)
+    for timer in (c for c in trainer.callbacks if isinstance(c, PhaseTimes)):
+        metrics.update(timer.finish(cfg.paths.output_dir) or {})
 
     if trainer.fast_dev_run:
         return None
