@@ -86,7 +86,7 @@ class ZooTask(L.LightningModule):
                 f"this {type(self).__name__} was built without an optimizer (evaluation only); give it "
                 "optimizer=<partial>, or load it from a checkpoint that records one, to train"
             )
-        optimizer = build_optimizer(self.optimizer_factory, self.param_groups(), self._trainer)
+        optimizer = build_optimizer(self.optimizer_factory, self.param_groups(), self._trainer, model=self.net)
         for group in optimizer.param_groups:
             group["lr"] *= group.get("lr_scale", 1.0)
         if self.scheduler_factory is None:

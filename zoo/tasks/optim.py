@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -52,11 +53,13 @@ def layer_decay_groups(model: nn.Module, weight_decay: float, layer_decay: float
     return list(groups.values())
 
 
-def build_optimizer(factory, params, trainer=None) -> torch.optim.Optimizer:
-    """Complete an optimizer partial. Lightning refuses gradient clipping with a fused optimizer under *-mixed
-    precision (it assumes a grad scaler unscales inside step()), so there the fused kernel is swapped for the
-    foreach one, with a message; fp32 and bf16-true keep it."""
+def build_optimizer(factory, params, trainer=None, model: nn.Module | None = None) -> torch.optim.Optimizer:
+    """Complete an optimizer partial. An optimizer whose constructor takes `model` (e.g. MuonWithAdamW, which
+    must know the network's block matrices) is given the network. Lightning refuses gradient clipping with a
+    fused optimizer under *-mixed precision (it assumes a grad scaler unscales inside step()), so there the
+    fused kernel is swapped for the foreach one, with a message; fp32 and bf16-true keep it."""
     keywords = dict(getattr(factory, "keywords", {}))
+    extra = {"model": model} if model is not None and _takes_model(factory) else {}
     lr = keywords.get("lr")
     # torch says only "Invalid learning rate: -1"; the config key is what the user can change.
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
@@ -70,8 +73,15 @@ def build_optimizer(factory, params, trainer=None) -> torch.optim.Optimizer:
                 "fused optimizer + gradient clipping is refused by Lightning under mixed precision; "
                 "using the foreach implementation instead"
             )
-            return factory(params, fused=False)
-    return factory(params)
+            return factory(params, fused=False, **extra)
+    return factory(params, **extra)
+
+
+def _takes_model(factory) -> bool:
+    try:
+        return "model" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
 
 
 def warmup_cosine(
@@ -96,5 +106,42 @@ def warmup_cosine(
             return min_lr_ratio
         progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
         return min_lr_ratio + 0.5 * (1.0 + math.cos(math.pi * progress)) * (1.0 - min_lr_ratio)
+
+    return LambdaLR(optimizer, factor)
+
+
+def warmup_stable_decay(
+    optimizer: torch.optim.Optimizer,
+    *,
+    warmup_steps: int,
+    max_steps: int,
+    decay_fraction: float = 0.2,
+    min_lr_ratio: float = 0.0,
+) -> LambdaLR:
+    """Warm-up / stable / decay (WSD; Hu et al. 2024 "MiniCPM", Hägele et al. 2024): linear warm-up over
+    `warmup_steps` as in warmup_cosine, the peak until the last round(decay_fraction x max_steps) steps (at
+    least one), a linear decay over those to `min_lr_ratio` x the peak at `max_steps`, constant after that.
+    Where the warm-up runs into the decay the lower factor wins. The stable phase does not depend on the run's
+    length, so a run can branch off a longer one's checkpoint and decay there."""
+    if warmup_steps < 0:
+        raise ValueError(f"model.scheduler.warmup_steps must be >= 0, got {warmup_steps}")
+    if max_steps <= 0:
+        raise ValueError(
+            f"the WSD schedule decays before model.scheduler.max_steps (trainer.max_steps by default), which must "
+            f"be > 0, got {max_steps}; set trainer.max_steps"
+        )
+    if not 0.0 < decay_fraction <= 1.0:
+        raise ValueError(f"model.scheduler.decay_fraction must be in (0, 1], got {decay_fraction}")
+    if not 0.0 <= min_lr_ratio <= 1.0:
+        raise ValueError(f"model.scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+    decay_steps = max(1, round(decay_fraction * max_steps))
+
+    def factor(step: int) -> float:
+        if step >= max_steps:
+            return min_lr_ratio
+        warmup = (step + 1) / (warmup_steps + 1) if step < warmup_steps else 1.0
+        decay = min_lr_ratio + (1.0 - min_lr_ratio) * (max_steps - step) / decay_steps
+        # The lower of the two: a warm-up that runs into the decay (a short smoke run) hands over without a jump.
+        return min(warmup, decay)
 
     return LambdaLR(optimizer, factor)
