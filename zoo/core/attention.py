@@ -25,6 +25,18 @@ ATTN_SCALES = ("sqrt_dk", "none")
 ATTN_SCORES = ("dot", "additive")
 QK_PROJS = ("separate", "shared", "none")
 SELF_ATTENTION_POSITIONS = (None, "rope", "alibi")
+# QK-norm's epsilon, one value for every model rather than each model's LayerNorm eps (BERT's 1e-12 is a
+# TensorFlow legacy of the residual stream's norm): 1e-6 as in ViT-22B and timm's q_norm/k_norm, negligible
+# next to the mean square of a projected head vector.
+QK_NORM_EPS = 1e-6
+
+
+class HeadRMSNorm(nn.RMSNorm):
+    """RMSNorm over the last (head) dimension, computed in float32 and returned in the input's dtype: under bf16
+    autocast q and k arrive in bf16 while the scale is float32, and nn.RMSNorm would warn and take its unfused path."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x.float(), self.normalized_shape, self.weight, self.eps).to(x.dtype)
 
 
 def check_attention_options(attn_scale="sqrt_dk", attn_score="dot", qk_proj="separate", attn_window=None) -> None:
@@ -59,6 +71,10 @@ class MultiHeadAttention(nn.Module):
       the input split into heads; no Q/K/V parameters, only the output projection `out`).
     - positions (self-attention only): "rope" rotates q and k (keys are cached rotated), "alibi" adds
       -slope_h * |i - j| to the logits; absolute positions are the cached length + the query index.
+    - qk_norm: QK-norm (Henry et al. 2020; Dehghani et al. 2023, "Scaling Vision Transformers to 22B"): an RMSNorm
+      with a learned scale over each head's dimension, one for q (`q_norm`) and one for k (`k_norm`), after the
+      projection and before RoPE and the scores; it bounds the logits, which otherwise can grow until the softmax
+      saturates. Keys are cached normalized (and rotated), cross-attention keys too, so each is normalized once.
     - attn_window: None or w, local attention of `window.py` (self-attention only). When the window hides
       nothing (w >= keys causally, w // 2 >= keys - 1 bidirectionally) the ordinary path runs. With a window,
       `is_causal` applies together with `mask` (which may be a key padding mask (B, 1, 1, S)).
@@ -85,6 +101,7 @@ class MultiHeadAttention(nn.Module):
         positions: str | None = None,
         rope_base: float = 10000.0,
         attn_window: int | None = None,
+        qk_norm: bool = False,
     ) -> None:
         super().__init__()
         if d_model <= 0 or n_heads <= 0:
@@ -102,6 +119,8 @@ class MultiHeadAttention(nn.Module):
             )
         if cross and attn_window is not None:
             raise ValueError("attn_window is for self-attention; cross-attention sees the whole context")
+        if not isinstance(qk_norm, bool):
+            raise ValueError(f"qk_norm must be true or false, got {qk_norm!r}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.cross, self.impl, self.dropout = cross, impl, dropout
         self.attn_score, self.qk_proj, self.window = attn_score, qk_proj, attn_window
@@ -121,6 +140,9 @@ class MultiHeadAttention(nn.Module):
             if attn_score == "additive"
             else None
         )
+        # None when off, so that the default model has exactly the reference's parameters.
+        self.q_norm = HeadRMSNorm(self.head_dim, eps=QK_NORM_EPS) if qk_norm else None
+        self.k_norm = HeadRMSNorm(self.head_dim, eps=QK_NORM_EPS) if qk_norm else None
         self.rotary = RotaryEmbedding(self.head_dim, rope_base) if positions == "rope" else None
         self.register_buffer("alibi", alibi_slopes(n_heads) if positions == "alibi" else None, persistent=False)
         self.record_weights = False
@@ -144,13 +166,13 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.qkv(x).split(self.d_model, dim=2)
             past = 0 if cache is None else cache.length
             return self._rotate(self._heads(q), self._heads(k), self._heads(v), past, cache)
-        q = self._heads(self.q(x))
+        q = self._norm(self.q_norm, self._heads(self.q(x)))
         if cache is not None and cache.cross_k is not None:
             return q, cache.cross_k, cache.cross_v
         if context is None:
             raise ValueError("cross-attention needs a context (the encoder output)")
         k, v = self.kv(context).split(self.d_model, dim=2)
-        k, v = self._heads(k), self._heads(v)
+        k, v = self._norm(self.k_norm, self._heads(k)), self._heads(v)
         if cache is not None:
             cache.cross_k, cache.cross_v = k, v
         return q, k, v
@@ -165,7 +187,7 @@ class MultiHeadAttention(nn.Module):
         bias = None if self.qk_proj == "none" or self.qv.bias is None else self.qv.bias
         q = xq if shared is None else F.linear(xq, shared, None if bias is None else bias[: self.d_model])
         if self.cross and cache is not None and cache.cross_k is not None:
-            return self._heads(q), cache.cross_k, cache.cross_v
+            return self._norm(self.q_norm, self._heads(q)), cache.cross_k, cache.cross_v
         if shared is None:
             k = v = source
         else:
@@ -173,14 +195,21 @@ class MultiHeadAttention(nn.Module):
             v = F.linear(source, self.qv.weight[self.d_model :], None if bias is None else bias[self.d_model :])
         q, k, v = self._heads(q), self._heads(k), self._heads(v)
         if self.cross:
+            q, k = self._norm(self.q_norm, q), self._norm(self.k_norm, k)
             if cache is not None:
                 cache.cross_k, cache.cross_v = k, v
             return q, k, v
         past = 0 if cache is None or n_queries is not None else cache.length
         return self._rotate(q, k, v, past, cache)
 
+    @staticmethod
+    def _norm(norm: HeadRMSNorm | None, t: torch.Tensor) -> torch.Tensor:
+        return t if norm is None else norm(t)
+
     def _rotate(self, q, k, v, past: int, cache):
-        """RoPE at absolute positions past.. (queries and the new keys), then the cache append."""
+        """QK-norm, RoPE at absolute positions past.. (queries and the new keys), then the cache append."""
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             q, k = self.rotary(q, past), self.rotary(k, past)
         if cache is not None:

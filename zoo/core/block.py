@@ -43,16 +43,17 @@ class Block(nn.Module):
         attn_positions: str | None = None,
         rope_base: float = 10000.0,
         attn_window: int | None = None,
+        qk_norm: bool = False,
         residual_attn: bool = True,
         residual_ff: bool = True,
     ) -> None:
-        """attn_scale, attn_score, qk_proj: both attentions; attn_positions ("rope", "alibi" or None),
+        """attn_scale, attn_score, qk_proj, qk_norm: both attentions; attn_positions ("rope", "alibi" or None),
         rope_base and attn_window: self-attention only (see `MultiHeadAttention`)."""
         super().__init__()
         self.norm_first = norm_first
         self.residual_attn, self.residual_ff = residual_attn, residual_ff
         self.masked_norm = norm == "batchnorm_masked"  # see norms.apply_norm
-        switches = dict(attn_scale=attn_scale, attn_score=attn_score, qk_proj=qk_proj)
+        switches = dict(attn_scale=attn_scale, attn_score=attn_score, qk_proj=qk_proj, qk_norm=qk_norm)
         self.self_attn = MultiHeadAttention(
             d_model,
             n_heads,

@@ -23,6 +23,7 @@ SWITCH_FIELDS = (
     "attn_score",
     "qk_proj",
     "attn_window",
+    "qk_norm",
     "norm",
     "ff_inner_norm",
     "residual_attn",
@@ -130,9 +131,10 @@ def sinusoids_added(config) -> bool:
     return config.positions == "sinusoidal" and config.position_merge == "add"
 
 
-def check_attention_switches(*, attn_scale, attn_score, qk_proj, attn_window) -> None:
+def check_attention_switches(*, attn_scale, attn_score, qk_proj, attn_window, qk_norm=False) -> None:
     """The lab's attention switches of a model config (one-line errors naming the option)."""
     check_attention_options(attn_scale, attn_score, qk_proj, attn_window)
+    check_flags(qk_norm=qk_norm)
 
 
 def check_flags(**values) -> None:

@@ -75,6 +75,7 @@ class BERTConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
+    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
     # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms. The MLM head's own LayerNorm stays.
     norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: the embedding norm and every block's
     ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
@@ -109,7 +110,11 @@ class BERTConfig:
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_choice("head", self.head, HEADS)
         check_attention_switches(
-            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+            attn_scale=self.attn_scale,
+            attn_score=self.attn_score,
+            qk_proj=self.qk_proj,
+            attn_window=self.attn_window,
+            qk_norm=self.qk_norm,
         )
         check_position_switches(
             positions=self.positions,
@@ -205,6 +210,7 @@ class BERT(ZooModel):
             attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
             rope_base=c.sinusoid_base,
             attn_window=c.attn_window,
+            qk_norm=c.qk_norm,
         )
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size)
         self.mlm = self.nsp = self.classifier = None

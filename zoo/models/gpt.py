@@ -58,6 +58,7 @@ class GPTConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None, or each token attends to the attn_window most recent tokens
+    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
     # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms.
     norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: every block norm and the final one
     ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
@@ -81,7 +82,11 @@ class GPTConfig:
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_attention_switches(
-            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+            attn_scale=self.attn_scale,
+            attn_score=self.attn_score,
+            qk_proj=self.qk_proj,
+            attn_window=self.attn_window,
+            qk_norm=self.qk_norm,
         )
         check_position_switches(
             positions=self.positions,
@@ -147,6 +152,7 @@ class GPT(ZooModel):
             attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
             rope_base=c.sinusoid_base,
             attn_window=c.attn_window,
+            qk_norm=c.qk_norm,
         )
         self.lm_head = None if c.tie_weights else nn.Linear(c.n_embd, c.vocab_size, bias=False)
         self.apply(partial(init_transformer_weights, std=0.02))

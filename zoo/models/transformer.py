@@ -75,6 +75,7 @@ class TransformerConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None or w: decoder w most recent tokens, encoder w // 2 each side
+    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
     # The block's switches (issue 12), for both stacks; see zoo.core.Block and zoo.core.norms.
     norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: every block norm and the final ones
     ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
@@ -110,7 +111,11 @@ class TransformerConfig:
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_attention_switches(
-            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+            attn_scale=self.attn_scale,
+            attn_score=self.attn_score,
+            qk_proj=self.qk_proj,
+            attn_window=self.attn_window,
+            qk_norm=self.qk_norm,
         )
         check_position_switches(
             positions=self.positions,
@@ -179,6 +184,7 @@ class Transformer(ZooModel):
             attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
             rope_base=c.sinusoid_base,
             attn_window=c.attn_window,
+            qk_norm=c.qk_norm,
         )
         self.encoder = BlockStack(c.n_encoder_layers, c.d_model, final_norm=c.final_norm, **stack)
         self.decoder = BlockStack(c.n_decoder_layers, c.d_model, final_norm=c.final_norm, cross_attention=True, **stack)

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.core import (
+    ACTIVATIONS,
     ATTENTION_IMPLS,
     BlockStack,
     LearnedPositionEmbedding,
@@ -57,6 +58,9 @@ class ViTConfig:
     norm: str = "layernorm"
     norm_eps: float = 1e-6  # timm, torchvision and the original JAX code use 1e-6
     attn_impl: str = "auto"
+    # The FFN's activation: "gelu" (exact) is every reference ViT's; any other (e.g. "relu2", Primer's squared
+    # ReLU) makes the model non-reference, see `ViT.nondefault_switches`.
+    activation: str = "gelu"
     # False: an image whose size differs from image_size is an error. True: the position table is resampled
     # (bicubic) to the image's patch grid on the fly, as timm's dynamic_img_size does.
     dynamic_image_size: bool = False
@@ -65,6 +69,7 @@ class ViTConfig:
     attn_score: str = "dot"  # dot | additive
     qk_proj: str = "separate"  # separate | shared | none
     attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
+    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
     # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms.
     ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
     residual_attn: bool = True  # False: no skip path around the attention sub-layer
@@ -99,8 +104,13 @@ class ViTConfig:
         check_choice("pool", self.pool, POOLS)
         check_block_switches(self, residual_attn=self.residual_attn, residual_ff=self.residual_ff, causal=self.causal)
         check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
+        check_choice("activation", self.activation, ACTIVATIONS)
         check_attention_switches(
-            attn_scale=self.attn_scale, attn_score=self.attn_score, qk_proj=self.qk_proj, attn_window=self.attn_window
+            attn_scale=self.attn_scale,
+            attn_score=self.attn_score,
+            qk_proj=self.qk_proj,
+            attn_window=self.attn_window,
+            qk_norm=self.qk_norm,
         )
         if self.pool == "token" and not self.class_token:
             raise ValueError("pool='token' needs class_token=true; use pool='avg' for a model without a class token")
@@ -189,7 +199,7 @@ class ViT(ZooModel):
             d_ff=c.mlp_dim,
             dropout=c.dropout,
             attn_dropout=c.attn_dropout,
-            activation="gelu",
+            activation=c.activation,
             norm_first=True,
             norm=c.norm,
             ff_inner_norm=c.ff_inner_norm,
@@ -201,11 +211,20 @@ class ViT(ZooModel):
             attn_score=c.attn_score,
             qk_proj=c.qk_proj,
             attn_window=c.attn_window,
+            qk_norm=c.qk_norm,
         )
         self.norm = make_norm(c.norm, c.embed_dim, eps=c.norm_eps)
         self.head_drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
         self.head = nn.Linear(c.embed_dim, c.num_classes) if c.num_classes else nn.Identity()
         self.apply(partial(init_transformer_weights, std=0.02))
+
+    def nondefault_switches(self) -> dict:
+        """As the base's, plus the activation: timm, torchvision and HF ViT all compute the exact GELU, and the
+        exporters write that one whatever the config says. (GPT and BERT exports write their activation.)"""
+        switches = super().nondefault_switches()
+        if self.config.activation != "gelu":
+            switches["activation"] = self.config.activation
+        return switches
 
     # ---- forward (timm's split: features, then head) -------------------------------------------------------
     def _check_images(self, images: torch.Tensor) -> tuple[int, int]:
