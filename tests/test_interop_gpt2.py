@@ -159,3 +159,19 @@ def test_greedy_generation_matches_hf(hf_and_zoo):
     ours = zoo.generate(prompt, 10, temperature=0)
     assert ours.shape == (1, 15)
     assert torch.equal(ours, expected)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("activation", ["relu", "relu2"])
+def test_other_activations_round_trip(activation, tmp_path):
+    """An HF GPT-2 with activation_function relu / relu2 (squared ReLU) loads into zoo and saves back with the
+    same logits."""
+    hf = make_hf(seed=6, activation_function=activation)
+    hf.save_pretrained(tmp_path / "hf")
+    zoo = load_hf(tmp_path / "hf")
+    assert zoo.config.activation == activation
+    idx = tokens(2, 7, seed=7)
+    torch.testing.assert_close(zoo(idx), hf(idx).logits, **TOL)
+    save_hf(zoo, tmp_path / "zoo")
+    back = GPT2LMHeadModel.from_pretrained(tmp_path / "zoo").eval()
+    torch.testing.assert_close(back(idx).logits, hf(idx).logits, **TOL)

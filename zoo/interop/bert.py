@@ -12,7 +12,13 @@ import torch
 
 from zoo.models.bert import BERT
 
-_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+    "relu2": "relu2",
+}
 _ARCHITECTURES = {
     "pretraining": "BertForPreTraining",
     "none": "BertModel",
@@ -157,7 +163,7 @@ def load(hf_config: dict, weights: dict[str, torch.Tensor]) -> BERT:
 
 def save(model: BERT) -> tuple[dict, dict[str, torch.Tensor]]:
     c = model.config
-    activation = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}[c.hidden_act]
+    activation = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "relu2": "relu2"}[c.hidden_act]
     config = {
         "architectures": [_ARCHITECTURES[c.head]],
         "model_type": "bert",

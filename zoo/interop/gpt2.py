@@ -10,7 +10,13 @@ import torch
 
 from zoo.models.gpt import GPT
 
-_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+_ACTIVATIONS = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+    "relu2": "relu2",
+}
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 # HF suffix within a layer -> our suffix within a block.
@@ -89,7 +95,7 @@ def load(hf_config: dict, weights: dict[str, torch.Tensor]) -> GPT:
 
 def save(model: GPT) -> tuple[dict, dict[str, torch.Tensor]]:
     c = model.config
-    activation = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}[c.activation]
+    activation = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "relu2": "relu2"}[c.activation]
     if not c.bias:
         raise ValueError("GPT-2 checkpoints need bias=True; this model was built with bias=False")
     config = {
