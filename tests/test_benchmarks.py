@@ -86,6 +86,27 @@ def test_matmul_probe_reports_the_size_it_used_and_keeps_to_its_budget():
     assert tight.size == 64 and tight.seconds < 1
 
 
+def test_measured_peak_is_kept_for_the_next_run_on_the_machine(monkeypatch, tmp_path):
+    """The first run measures and writes the cache; the next one reads the same figure without measuring; a
+    damaged cache file is measured over, not trusted."""
+    import json
+
+    import torch
+
+    from zoo.tasks import throughput
+
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
+    first, source = throughput.peak_flops(torch.device("cpu"))
+    assert first > 0 and source == "measured now"
+    (key, kept), *others = json.loads(throughput.peak_cache_file().read_text()).items()
+    assert not others and kept == first and "cpu" in key and torch.__version__ in key
+    again, source = throughput.peak_flops(torch.device("cpu"))
+    assert again == first and source.startswith("measured earlier")
+    throughput.peak_cache_file().write_text("{not json")
+    assert throughput.peak_flops(torch.device("cpu"))[1] == "measured now"
+    assert json.loads(throughput.peak_cache_file().read_text())  # rewritten whole
+
+
 def test_default_run_skips_non_native_bf16_and_scales_steps(monkeypatch):
     import torch
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -74,12 +78,60 @@ def measure_matmul_flops(device: torch.device | str = "cpu", dtype: torch.dtype 
     return measure_matmul_peak(device, dtype, **kwargs).flops
 
 
-def peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
-    """The vendor peak on a known GPU (Lightning's table), else a measured matmul rate."""
+def peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> tuple[float, str]:
+    """(FLOP/s, where it comes from): the vendor peak on a known GPU (Lightning's table), else the matmul rate
+    measured on this machine. The measurement (a few seconds) is kept in `peak_cache_file()`, keyed by the
+    device's name, thread count, torch version and dtype, so that later runs on the machine start without it."""
     if device.type == "cuda":
         from lightning.fabric.utilities.throughput import get_available_flops
 
         flops = get_available_flops(device, dtype)
         if flops:
-            return float(flops)
-    return measure_matmul_flops(device, dtype)
+            return float(flops), "vendor figure"
+    key = _machine_key(device, dtype)
+    path = peak_cache_file()
+    known = _read_peaks(path)
+    cached = known.get(key)
+    if isinstance(cached, (int, float)) and cached > 0:
+        return float(cached), f"measured earlier, kept in {path}; delete the file to measure again"
+    flops = measure_matmul_flops(device, dtype)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps({**known, key: flops}, indent=1) + "\n")
+        os.replace(temporary, path)  # concurrent runs (a parallel sweep) never see a half-written file
+    except OSError:
+        pass  # a read-only home: measure again next time
+    return flops, "measured now"
+
+
+def _read_peaks(path: Path) -> dict:
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # none yet, or damaged: measured again and written whole
+    return known if isinstance(known, dict) else {}
+
+
+def peak_cache_file() -> Path:
+    """ZOO_CACHE_DIR (the data cache, if set), else ~/.cache/transformer-zoo."""
+    root = os.environ.get("ZOO_CACHE_DIR") or Path.home() / ".cache" / "transformer-zoo"
+    return Path(root) / "matmul_peaks.json"
+
+
+def _machine_key(device: torch.device, dtype: torch.dtype) -> str:
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = _cpu_model() or platform.processor() or platform.machine()
+    return f"{name} | {device.type} | {torch.get_num_threads()} threads | torch {torch.__version__} | {dtype}"
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None

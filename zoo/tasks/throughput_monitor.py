@@ -68,10 +68,10 @@ class ZooThroughputMonitor(ThroughputMonitor):
         device, dtype = trainer.strategy.root_device, _plugin_to_compute_dtype(trainer.precision_plugin)
         key = (str(device), dtype)
         if key not in self._peaks:
-            self._peaks[key] = peak_flops(device, dtype)
+            self._peaks[key], source = peak_flops(device, dtype)
             rank_zero_info(
                 f"MFU is reported against a {str(dtype).removeprefix('torch.')} peak of "
-                f"{self._peaks[key] / 1e9:.0f} GFLOP/s on {device}"
+                f"{self._peaks[key] / 1e9:.0f} GFLOP/s on {device} ({source})"
             )
         return self._peaks[key]
 
