@@ -110,14 +110,16 @@ def test_measured_peak_is_kept_for_the_next_run_on_the_machine(monkeypatch, tmp_
 def test_default_run_skips_non_native_bf16_and_scales_steps(monkeypatch):
     import torch
 
+    from zoo.core import hardware
+
     from benchmarks import native
 
-    monkeypatch.setattr(native, "cpu_flags", lambda: {"avx2", "fma"})  # Zen 3: AVX2, no bf16 instructions
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "fma"})  # Zen 3: AVX2, no bf16 instructions
     dtypes, notes = native.default_dtypes(torch.device("cpu"))
     assert dtypes == ["fp32"] and "skipped bf16" in notes[0] and "avx512_bf16" in notes[0]
-    monkeypatch.setattr(native, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})
     assert native.default_dtypes(torch.device("cpu")) == (["fp32", "bf16"], [])
-    monkeypatch.setattr(native, "cpu_flags", lambda: None)  # no /proc/cpuinfo: bf16 left out, and said so
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: None)  # no /proc/cpuinfo: bf16 left out, and said so
     assert native.default_dtypes(torch.device("cpu"))[0] == ["fp32"]
     cpu = torch.device("cpu")
     assert auto_steps(cpu, 87e9) == 2 and auto_steps(cpu, 200e9) == 4 and auto_steps(cpu, 350e9) == 5

@@ -20,7 +20,7 @@ from test_configs import compose_train
 from zoo.entry.builders import build_model_config, task_inputs
 from zoo.models import GPT, ViT, ViTConfig
 from zoo.tasks import ZooTask
-from zoo.tasks.muon import MuonWithAdamW
+from zoo.tasks.muon import BatchedMuon, MuonWithAdamW
 from zoo.tasks.optim import build_optimizer, layer_decay_groups, param_groups, warmup_stable_decay
 
 
@@ -96,7 +96,7 @@ OPTIONS = dict(lr=2e-3, betas=(0.9, 0.95), muon_momentum=0.9, adjust_lr_fn="matc
 
 def test_steps_equal_torch_muon_and_adamw_applied_by_hand():
     model = small_gpt()
-    ours = MuonWithAdamW(param_groups(model, 0.1), model=model, fused=True, **OPTIONS)
+    ours = MuonWithAdamW(param_groups(model, 0.1), model=model, fused=True, muon_impl="torch", **OPTIONS)
     ref_model = copy.deepcopy(model)
     hidden = expected_muon_names(ref_model)
     named = list(ref_model.named_parameters())
@@ -120,6 +120,76 @@ def test_steps_equal_torch_muon_and_adamw_applied_by_hand():
     for (name, p), (_, q) in zip(model.named_parameters(), ref_model.named_parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=0, atol=0, msg=name)
         assert not torch.equal(p, before[name]), name  # every tensor trained
+
+
+def newton_schulz_reference(g: torch.Tensor, steps: int = 5, coefficients=(3.4445, -4.775, 2.0315)) -> torch.Tensor:
+    """Muon's quintic Newton-Schulz iteration written out for one matrix, in float64."""
+    a, b, c = coefficients
+    x = g.double()
+    tall = x.shape[0] > x.shape[1]
+    x = x.T if tall else x
+    x = x / x.norm().clamp(min=1e-7)
+    for _ in range(steps):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return (x.T if tall else x).float()
+
+
+def test_batched_muon_steps_equal_muons_formula_per_matrix():
+    """Three steps of the batched Muon (float32 Newton-Schulz over stacked same-shape matrices) equal, for every
+    matrix, Muon's update written out per matrix in float64: nesterov momentum, decoupled decay, the
+    match_rms_adamw lr. Shapes: wide, tall and square, two of each so that stacking happens."""
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(*shape)) for shape in [(8, 24), (8, 24), (24, 8), (24, 8), (16, 16)]]
+    reference = [p.detach().double().clone() for p in params]
+    buffers = [torch.zeros_like(r) for r in reference]
+    opt = BatchedMuon(
+        params, lr=0.02, weight_decay=0.1, momentum=0.9, adjust_lr_fn="match_rms_adamw", ns_dtype="float32"
+    )
+    for step in range(3):
+        seeds = [torch.Generator().manual_seed(10 * step + i) for i in range(len(params))]
+        grads = [torch.randn(p.shape, generator=g) for p, g in zip(params, seeds)]
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        opt.step()
+        for r, buf, g in zip(reference, buffers, grads):
+            buf.lerp_(g.double(), 1 - 0.9)
+            update = newton_schulz_reference(g.double().lerp(buf, 0.9)).double()
+            r.mul_(1 - 0.02 * 0.1).add_(update, alpha=-0.02 * 0.2 * max(r.shape) ** 0.5)
+    for p, r in zip(params, reference):
+        torch.testing.assert_close(p.detach().double(), r, rtol=1e-5, atol=1e-5)
+
+
+def test_batched_muon_in_bfloat16_where_native_and_float32_where_not(monkeypatch):
+    """ns_dtype auto follows zoo.core.hardware.native_bf16; the bf16 iteration stays within bf16 rounding of the
+    float64 formula."""
+    from zoo.core import hardware
+
+    g = torch.randn(24, 8, generator=torch.Generator().manual_seed(3))
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "fma"})  # AVX2 only (e.g. AMD Zen 3)
+    assert BatchedMuon([torch.nn.Parameter(g.clone())])._dtype(torch.device("cpu")) == torch.float32
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx512f", "amx_bf16"})
+    opt = BatchedMuon([torch.nn.Parameter(g.clone())])
+    assert opt._dtype(torch.device("cpu")) == torch.bfloat16
+    (update,) = opt._orthogonalize([g], opt.param_groups[0])
+    torch.testing.assert_close(update, newton_schulz_reference(g), rtol=0, atol=3e-2)
+
+
+def test_batched_muon_keeps_torch_muons_state_so_either_resumes_the_other():
+    model = small_gpt()
+    batched = MuonWithAdamW(param_groups(model, 0.1), model=model, **OPTIONS)
+    train_steps(model, batched, 2)
+    state = batched.state_dict()
+    assert isinstance(batched.muon, BatchedMuon)
+    plain = MuonWithAdamW(param_groups(model, 0.1), model=model, muon_impl="torch", **OPTIONS)
+    plain.load_state_dict(state)
+    buffers = [plain.muon.state[p]["momentum_buffer"] for g in plain.muon.param_groups for p in g["params"]]
+    assert buffers and all(b.abs().sum() > 0 for b in buffers)
+    train_steps(model, plain, 1)  # and it steps on from there
+    with pytest.raises(ValueError, match="muon_impl must be one of batched, torch"):
+        MuonWithAdamW(param_groups(model, 0.1), model=model, muon_impl="fast")
+    with pytest.raises(ValueError, match="ns_dtype must be auto, float32 or bfloat16"):
+        MuonWithAdamW(param_groups(model, 0.1), model=model, ns_dtype="half")
 
 
 def test_a_lambda_lr_scheduler_scales_both_inner_optimizers():

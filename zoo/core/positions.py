@@ -96,9 +96,14 @@ class RotaryEmbedding(nn.Module):
         """x: (B, H, T, head_dim) at absolute positions start .. start + T - 1."""
         pos = torch.arange(start, start + x.shape[2], device=x.device, dtype=torch.float32)
         angle = pos[:, None] * self.inv_freq.to(x.device)  # (T, head_dim / 2)
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-        even, odd = x[..., 0::2], x[..., 1::2]
-        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        # Each pair (2i, 2i+1) as one complex number times e^(i angle): one elementwise kernel forward and one
+        # backward, where the cos/sin form on strided halves takes a dozen (twice the time of a small model's
+        # rotation). Computed in float32 (complex32 is not a CPU type), returned in x's dtype.
+        pairs = x.float().unflatten(-1, (-1, 2))
+        if pairs.stride(-1) != 1 or any(stride % 2 for stride in pairs.stride()[:-1]):
+            pairs = pairs.contiguous()  # view_as_complex needs the pair adjacent and the rest of even stride
+        rotated = torch.view_as_complex(pairs) * torch.polar(torch.ones_like(angle), angle)
+        return torch.view_as_real(rotated).flatten(-2).to(x.dtype)
 
 
 # ---- ALiBi ------------------------------------------------------------------------------------------------------
