@@ -34,10 +34,9 @@ QUESTIONS = question_names()
 # sub-questions heads_multi30k and window_loss are composed and built at every sweep point below; their quick runs
 # would take this suite past its budget (a BPE trained per test session and val BLEU decoding; long windows).
 QUICK = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positions_sst2", "window_cost", "decoding"]
-# Issue 12's questions whose quick run fits the suite's budget; the image questions (bn_vit, inductive_bias) run one
-# job each in tests/test_lab_part2.py. The quick runs of direction, why_normalize and residual pass but took 65-127 s
-# each on the 2-core CPU beside a running sweep (4 jobs, up to 12 layers): to be made cheaper before they join.
-QUICK += ["activation", "norm_text", "norm_text_sst2", "ln_placement"]
+# Issue 12's questions; the image questions (bn_vit, inductive_bias) run one job each in tests/test_lab_part2.py.
+# Each quick run takes ~10 s on an idle 2-core CPU (residual's quick run is its depth-6 jobs only).
+QUICK += ["activation", "norm_text", "norm_text_sst2", "ln_placement", "direction", "why_normalize", "residual"]
 # Sizes the data would give, for building the non-LM models without training their tokenizers here.
 SST2_FIELDS = {"vocab_size": 8192, "pad_token_id": 0, "num_labels": 2}
 MULTI30K_FIELDS = {
