@@ -20,7 +20,7 @@ tomllib = pytest.importorskip("tomllib")  # Python >= 3.11; the check itself nee
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # Oldest releases with an API the code calls (raise a floor here and in pyproject together).
 API_FLOORS = {
-    "torch": ("2.4", "torch.is_autocast_enabled(device), torch.get_autocast_dtype(device), fused AdamW on CPU"),
+    "torch": ("2.9", "torch.optim.Muon; torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)"),
     "torchvision": ("0.18", "ImageFolder(allow_empty=True)"),
     "lightning": ("2.1", "ThroughputMonitor, lightning.fabric.utilities.throughput.get_available_flops"),
     "hydra-core": ("1.3", "hydra.experimental.callback.Callback, version_base=1.3"),

@@ -2,8 +2,9 @@
 
 Muon orthogonalizes the momentum of a 2-D weight (Newton-Schulz), which suits the matrices inside the transformer
 blocks; embeddings, the output head, norms and biases keep AdamW. `MuonWithAdamW` is one torch Optimizer over a
-`torch.optim.Muon` and a `torch.optim.AdamW`, so Lightning, LambdaLR schedulers, LearningRateMonitor, gradient
-clipping and checkpoints see an ordinary optimizer. In YAML:
+Muon (zoo's `BatchedMuon` by default, `muon_impl: torch` for `torch.optim.Muon`) and a `torch.optim.AdamW`, so
+Lightning, LambdaLR schedulers, LearningRateMonitor, gradient clipping and checkpoints see an ordinary
+optimizer. In YAML:
 
     model:
       optimizer:
@@ -28,8 +29,6 @@ from zoo.core import Block
 from zoo.core.hardware import native_bf16
 
 ADJUST_LR_FNS = ("match_rms_adamw", "original", "spectral_unclamped")
-
-
 MUON_IMPLS = ("batched", "torch")
 
 

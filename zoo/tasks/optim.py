@@ -84,24 +84,34 @@ def _takes_model(factory) -> bool:
         return False
 
 
+def _check_schedule(what: str, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> None:
+    """The arguments every warm-up schedule shares, in one-line errors naming the config key."""
+    if warmup_steps < 0:
+        raise ValueError(f"model.scheduler.warmup_steps must be >= 0, got {warmup_steps}")
+    if max_steps <= 0:
+        raise ValueError(
+            f"{what} model.scheduler.max_steps (trainer.max_steps by default), which must be > 0, got {max_steps}; "
+            "set trainer.max_steps"
+        )
+    if not 0.0 <= min_lr_ratio <= 1.0:
+        raise ValueError(f"model.scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+
+
+def _warmup(step: int, warmup_steps: int) -> float:
+    """Linear warm-up that never gives the first update lr 0 (LambdaLR counts steps from 0)."""
+    return (step + 1) / (warmup_steps + 1)
+
+
 def warmup_cosine(
     optimizer: torch.optim.Optimizer, *, warmup_steps: int, max_steps: int, min_lr_ratio: float = 0.1
 ) -> LambdaLR:
     """Linear warm-up over `warmup_steps`, then cosine decay to `min_lr_ratio` x the peak at `max_steps`,
     constant after that (nanoGPT's schedule)."""
-    if warmup_steps < 0:
-        raise ValueError(f"model.scheduler.warmup_steps must be >= 0, got {warmup_steps}")
-    if max_steps <= 0:
-        raise ValueError(
-            f"the cosine schedule decays over model.scheduler.max_steps (trainer.max_steps by default), which must "
-            f"be > 0, got {max_steps}; set trainer.max_steps"
-        )
-    if not 0.0 <= min_lr_ratio <= 1.0:
-        raise ValueError(f"model.scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+    _check_schedule("the cosine schedule decays over", warmup_steps, max_steps, min_lr_ratio)
 
     def factor(step: int) -> float:
         if step < warmup_steps:
-            return (step + 1) / (warmup_steps + 1)
+            return _warmup(step, warmup_steps)
         if step >= max_steps:
             return min_lr_ratio
         progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
@@ -123,23 +133,15 @@ def warmup_stable_decay(
     least one), a linear decay over those to `min_lr_ratio` x the peak at `max_steps`, constant after that.
     Where the warm-up runs into the decay the lower factor wins. The stable phase does not depend on the run's
     length, so a run can branch off a longer one's checkpoint and decay there."""
-    if warmup_steps < 0:
-        raise ValueError(f"model.scheduler.warmup_steps must be >= 0, got {warmup_steps}")
-    if max_steps <= 0:
-        raise ValueError(
-            f"the WSD schedule decays before model.scheduler.max_steps (trainer.max_steps by default), which must "
-            f"be > 0, got {max_steps}; set trainer.max_steps"
-        )
+    _check_schedule("the WSD schedule decays before", warmup_steps, max_steps, min_lr_ratio)
     if not 0.0 < decay_fraction <= 1.0:
         raise ValueError(f"model.scheduler.decay_fraction must be in (0, 1], got {decay_fraction}")
-    if not 0.0 <= min_lr_ratio <= 1.0:
-        raise ValueError(f"model.scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
     decay_steps = max(1, round(decay_fraction * max_steps))
 
     def factor(step: int) -> float:
         if step >= max_steps:
             return min_lr_ratio
-        warmup = (step + 1) / (warmup_steps + 1) if step < warmup_steps else 1.0
+        warmup = _warmup(step, warmup_steps) if step < warmup_steps else 1.0
         decay = min_lr_ratio + (1.0 - min_lr_ratio) * (max_steps - step) / decay_steps
         # The lower of the two: a warm-up that runs into the decay (a short smoke run) hands over without a jump.
         return min(warmup, decay)
