@@ -76,6 +76,36 @@ def test_sst2_experiment_from_scratch(tmp_path):
     assert info["task"] == "sequence_classification" and info["model_config"]["num_labels"] == 2
 
 
+def test_sst2_with_a_masked_lm_phase_on_its_own_text(tmp_path):
+    """model.mlm_steps=2: steps 0-1 minimize the masked-LM loss, the rest the classifier's; the checkpoint evaluates
+    (its task rebuilds the MLM head it holds) and its model config is a plain classifier's."""
+    result = run_script(
+        "train.py",
+        "experiment=bert_sst2",
+        *QUICK,
+        *SMALL_SST2,
+        "model.mlm_steps=2",
+        "trainer.max_steps=4",
+        "trainer.val_check_interval=4",
+        "test=false",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert_ok(result)
+    losses = {int(r["step"]): float(r["train/loss"]) for r in metrics(tmp_path) if r.get("train/loss")}
+    # A masked LM over an 800-token vocabulary starts near ln(800) = 6.7, the 2-way classifier near ln(2) = 0.69.
+    assert sorted(losses) == [0, 1, 2, 3]
+    assert min(losses[0], losses[1]) > 5.0 and max(losses[2], losses[3]) < 1.2
+    assert "masked-LM phase done after 2 steps" in result.stdout + result.stderr
+    ckpt = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["zoo"]["model_config"]["head"] == "classification"
+    assert any(k.startswith("task_mlm.head.") for k in ckpt["state_dict"])
+    result = run_script(
+        "eval.py", f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}", "split=val", f"hydra.run.dir={tmp_path / 'e'}"
+    )
+    assert_ok(result)
+    assert "val/acc" in result.stdout
+
+
 def test_sst2_fine_tunes_a_zoo_pretraining_checkpoint(pretrained_run, tmp_path):
     """model.pretrained=<.ckpt>: the encoder and its WordPiece come from the checkpoint, the classifier is new."""
     ckpt = pretrained_run / "checkpoints" / "last.ckpt"

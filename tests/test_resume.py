@@ -94,6 +94,18 @@ TASKS = {
         "data.vocab_size=800",
         "callbacks.model_checkpoint.monitor=null",
     ],
+    # The same with a masked-LM phase on the training text for 6 steps: the resume at step 4 falls inside it,
+    # its masks are drawn from the restored generator and the switch to the classifier happens after it.
+    "sst2_mlm_phase": [
+        "experiment=bert_sst2",
+        "model.net.name=bert-tiny",
+        "model.mlm_steps=6",
+        "data.max_train_rows=80",
+        "data.max_val_rows=16",
+        "data.batch_size=16",
+        "data.vocab_size=800",
+        "callbacks.model_checkpoint.monitor=null",
+    ],
     # ViT on MNIST with random crops and rotations: 96 images -> 6 steps of 16 per epoch.
     "vit_mnist": [
         "model=vit",

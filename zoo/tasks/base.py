@@ -91,8 +91,14 @@ class ZooTask(L.LightningModule):
             group["lr"] *= group.get("lr_scale", 1.0)
         if self.scheduler_factory is None:
             return optimizer
-        scheduler = self.scheduler_factory(optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": self.build_scheduler(optimizer), "interval": "step"},
+        }
+
+    def build_scheduler(self, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+        """The per-step schedule from the scheduler partial; a task with training phases may chain several."""
+        return self.scheduler_factory(optimizer)
 
     # ---- throughput (read by ZooThroughputMonitor) -------------------------------------------------------
     def batch_samples(self, batch) -> int:

@@ -2,7 +2,8 @@
 
 The encoder starts from scratch, from a zoo BERT checkpoint (.ckpt, e.g. of MLM+NSP pretraining), or from a
 Hugging Face BERT directory (`pretrained`). A pretrained encoder brings its own sizes and vocabulary; the new
-model takes the classification head (num_labels, classifier_dropout) from `net`.
+model takes the classification head (num_labels, classifier_dropout) from `net`. From scratch, `mlm_steps`
+first pretrains the encoder on the task's own training text (masked LM, zoo.tasks.task_text_mlm).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from zoo.models import BERT
 
 from .base import ZooTask
 from .checkpoint import load_model_from_checkpoint
+from .optim import param_groups, restarted_schedule
+from .task_text_mlm import TaskTextMLM
 
 
 def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
@@ -64,9 +67,13 @@ class SequenceClassificationTask(ZooTask):
         pretrained: str | None = None,
         tokenizer=None,
         compile: bool = False,
+        mlm_steps: int = 0,
+        mlm_probability: float = 0.15,
     ) -> None:
         """pretrained: a zoo checkpoint (.ckpt) or a Hugging Face BERT directory whose encoder the model starts
-        from (its sizes and vocabulary win over `net`'s; the head comes from `net`). The rest: see `ZooTask`."""
+        from (its sizes and vocabulary win over `net`'s; the head comes from `net`). mlm_steps: the first that
+        many optimizer steps train a masked LM on the training batches (`mlm_probability` of their tokens
+        masked) instead of the classifier. The rest: see `ZooTask`."""
         if getattr(net, "classifier", None) is None:
             raise ValueError("sequence classification needs a BERT built with head='classification'")
         if net.config.num_labels < 2:
@@ -74,6 +81,8 @@ class SequenceClassificationTask(ZooTask):
         if pretrained is not None:
             net = self._from_pretrained(net, pretrained, tokenizer)
         super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
+        # Registered only when used, so that checkpoints without the phase keep their exact state-dict keys.
+        self.task_mlm = TaskTextMLM(net, steps=mlm_steps, mlm_probability=mlm_probability) if mlm_steps else None
         n = net.config.num_labels
         self.train_acc = MulticlassAccuracy(num_classes=n, average="micro")
         self.val_loss = MeanMetric()
@@ -123,7 +132,32 @@ class SequenceClassificationTask(ZooTask):
             batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask
         ).logits
 
+    def param_groups(self) -> list[dict]:
+        groups = super().param_groups()
+        if self.task_mlm is not None:  # the MLM head's dense/LayerNorm/bias; its decoder is the tied embedding
+            groups += param_groups(self.task_mlm, self.hparams.weight_decay)
+        return groups
+
+    def build_scheduler(self, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+        if self.task_mlm is None:
+            return super().build_scheduler(optimizer)
+        # Pretraining, then fine-tuning: the classifier gets its own warm-up and decay, not the tail of one
+        # schedule over both phases (measured on SST-2: 79.1% dev accuracy with the restart, 74.1% without).
+        return restarted_schedule(self.scheduler_factory, optimizer, self.task_mlm.steps, what="model.mlm_steps")
+
+    def on_fit_start(self) -> None:
+        if self.task_mlm is not None:
+            self.task_mlm.use_tokenizer(self.tokenizer, self.net.config.vocab_size)
+
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        if self.task_mlm is not None and self.task_mlm.active(self.global_step):
+            # train/loss is what is minimized in either phase. A separate train/mlm_loss would be carried on,
+            # stale, into every later row by Lightning (it re-logs a step metric's last value until the epoch ends).
+            loss = self.task_mlm.loss(self.net, batch)
+            self.log("train/loss", loss, prog_bar=True)
+            if self.global_step == self.task_mlm.steps - 1:
+                rank_zero_info(f"masked-LM phase done after {self.task_mlm.steps} steps; training the classifier")
+            return loss
         logits = self(batch)
         loss = F.cross_entropy(logits.float(), batch.labels)
         self.train_acc(logits.argmax(-1), batch.labels)

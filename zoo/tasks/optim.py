@@ -7,7 +7,7 @@ import math
 
 import torch
 from torch import nn
-from torch.optim.lr_scheduler import LambdaLR
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler, SequentialLR
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -147,3 +147,22 @@ def warmup_stable_decay(
         return min(warmup, decay)
 
     return LambdaLR(optimizer, factor)
+
+
+def restarted_schedule(factory, optimizer: torch.optim.Optimizer, restart_step: int, *, what: str) -> LRScheduler:
+    """The schedule of `factory` twice: over steps [0, restart_step) and again from restart_step, as two runs
+    would have it (e.g. pretraining, then fine-tuning with its own warm-up and decay). A schedule with a
+    `max_steps` keyword ends the first run at restart_step and the second at the original max_steps."""
+    keywords = dict(getattr(factory, "keywords", {}))
+    total = keywords.get("max_steps")
+    if total is None:
+        first, second = factory(optimizer), factory(optimizer)
+    else:
+        if not 0 < restart_step < total:
+            raise ValueError(
+                f"{what} ({restart_step}) must be between 0 and the schedule's max_steps ({total}, "
+                "trainer.max_steps by default): the steps after it are the second phase"
+            )
+        first = factory(optimizer, max_steps=restart_step)
+        second = factory(optimizer, max_steps=total - restart_step)
+    return SequentialLR(optimizer, [first, second], milestones=[restart_step])

@@ -1,0 +1,77 @@
+"""Masked-LM pretraining on a fine-tuning task's own training text, for the first steps of the same run.
+
+BERT's recipe is pretrain, then fine-tune. Without a pretrained encoder the cheapest corpus at hand is the task's
+training sentences themselves: Krishna et al. 2022 ("Downstream Datasets Make Surprisingly Good Pretraining
+Corpora") find that such self-pretraining recovers much of what a large corpus gives. Here it runs inside the
+fine-tuning run (no second command, no second tokenizer): for the first `steps` optimizer steps the training
+batches are masked as BERT masks them and the loss is the masked-LM loss; after that the task's own loss.
+
+The MLM head (dense, activation, LayerNorm, the decoder tied to the token embeddings) lives here, not in the
+classifier network, so that the fine-tuned network, its checkpoint's model config and its Hugging Face export are
+those of a plain classifier; the head's weights are in the task's checkpoint so that a resumed run continues
+exactly.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.data.bert_pretraining import mask_tokens
+from zoo.models.bert import BERT, MLMHead
+
+
+class TaskTextMLM(nn.Module):
+    """The masked-LM head and loss of an encoder's self-pretraining phase."""
+
+    def __init__(self, net: BERT, *, steps: int, mlm_probability: float = 0.15) -> None:
+        super().__init__()
+        if steps < 0:
+            raise ValueError(f"model.mlm_steps must be >= 0, got {steps}")
+        if not 0.0 < mlm_probability < 1.0:
+            raise ValueError(f"model.mlm_probability must be in (0, 1), got {mlm_probability}")
+        c = net.config
+        self.steps, self.mlm_probability = steps, mlm_probability
+        self.head = MLMHead(c.hidden_size, c.vocab_size, c.hidden_act, c.layer_norm_eps)
+        # The initialization BERT gives its own MLM head (std initializer_range, zero biases, unit LayerNorm).
+        nn.init.normal_(self.head.dense.weight, std=c.initializer_range)
+        nn.init.zeros_(self.head.dense.bias)
+        self._special: torch.Tensor | None = None
+        self._replacement: torch.Tensor | None = None
+        self._mask_id: int | None = None
+
+    def active(self, global_step: int) -> bool:
+        return global_step < self.steps
+
+    def use_tokenizer(self, tokenizer, vocab_size: int) -> None:
+        """Which ids are special (never masked, never a random replacement) and which is [MASK]."""
+        if tokenizer is None:
+            raise ValueError(
+                "model.mlm_steps > 0 needs the data's tokenizer (its [MASK] id); build the task through train.py, "
+                "or pass tokenizer=datamodule.tokenizer"
+            )
+        self._mask_id = tokenizer.mask_id
+        self._special = torch.tensor(sorted(tokenizer.special_ids))
+        ids = torch.arange(vocab_size)
+        self._replacement = ids[~torch.isin(ids, self._special)]
+
+    def loss(self, net: BERT, batch) -> torch.Tensor:
+        """Mask the batch's real, non-special tokens and return the cross-entropy of predicting them."""
+        if self._mask_id is None:
+            raise RuntimeError("TaskTextMLM.use_tokenizer must be called before the first MLM step")
+        ids = batch.input_ids
+        maskable = ~torch.isin(ids, self._special.to(ids.device)) & batch.attention_mask.to(torch.bool)
+        # Drawn on the CPU from torch's global generator: seeded by the run's seed and restored on resume.
+        inputs, labels = mask_tokens(
+            ids.cpu(),
+            maskable.cpu(),
+            mask_id=self._mask_id,
+            replacement_ids=self._replacement,
+            mlm_probability=self.mlm_probability,
+        )
+        inputs, labels = inputs.to(ids.device), labels.to(ids.device)
+        hidden, _ = net.encode(inputs, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask)
+        chosen = labels != -100
+        logits = self.head(hidden[chosen], net.tok_emb)
+        return F.cross_entropy(logits.float(), labels[chosen])
