@@ -21,7 +21,14 @@ from zoo.entry.builders import build_model_config, task_inputs
 from zoo.models import GPT, ViT, ViTConfig
 from zoo.tasks import ZooTask
 from zoo.tasks.muon import BatchedMuon, MuonWithAdamW
-from zoo.tasks.optim import build_optimizer, layer_decay_groups, param_groups, warmup_stable_decay
+from zoo.tasks.optim import (
+    build_optimizer,
+    layer_decay_groups,
+    param_groups,
+    restarted_schedule,
+    warmup_cosine,
+    warmup_stable_decay,
+)
 
 
 def small_gpt() -> GPT:
@@ -373,3 +380,35 @@ def test_wsd_rejects_bad_arguments(kwargs, message):
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     with pytest.raises(ValueError, match=message):
         warmup_stable_decay(opt, **{"warmup_steps": 2, "max_steps": 10, **kwargs})
+
+
+def _lrs(scheduler, optimizer, steps: int) -> list[float]:
+    lrs = []
+    for _ in range(steps):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return lrs
+
+
+def test_a_restarted_schedule_runs_the_schedule_twice_with_its_own_max_steps():
+    """Steps 0..5 follow a 6-step cosine, steps 6..9 a fresh 4-step one (warm-up again), as two runs would."""
+    factory = partial(warmup_cosine, warmup_steps=2, max_steps=10, min_lr_ratio=0.0)
+
+    def fresh():
+        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+
+    first, second, restarted = fresh(), fresh(), fresh()
+    expected = _lrs(warmup_cosine(first, warmup_steps=2, max_steps=6, min_lr_ratio=0.0), first, 6)
+    expected += _lrs(warmup_cosine(second, warmup_steps=2, max_steps=4, min_lr_ratio=0.0), second, 4)
+    got = _lrs(restarted_schedule(factory, restarted, 6, what="model.mlm_steps"), restarted, 10)
+    assert got == pytest.approx(expected, abs=1e-12)
+    assert got[6] == got[0] and got[5] < got[4]  # the restart begins its warm-up as the run began
+
+
+@pytest.mark.parametrize("restart", [0, 10, 12])
+def test_a_restart_outside_the_schedule_is_named(restart):
+    factory = partial(warmup_cosine, warmup_steps=2, max_steps=10)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    with pytest.raises(ValueError, match=r"model.mlm_steps \(\d+\) must be between 0 and the schedule's max_steps"):
+        restarted_schedule(factory, optimizer, restart, what="model.mlm_steps")
