@@ -104,12 +104,3 @@ def test_out_of_range_target_is_named(bad):
     targets[1, 3] = bad
     with pytest.raises(ValueError, match=f"target {bad} is outside the 50 output classes"):
         linear_cross_entropy(hidden, weight, targets)
-
-
-def test_default_chunks_on_cpu_stay_small_but_never_thin():
-    from zoo.core.chunked_loss import CPU_CHUNK_BYTES, MIN_CHUNK_ROWS, default_chunk_rows
-
-    cpu = torch.device("cpu")
-    assert default_chunk_rows(8192, cpu) * 8192 * 4 == CPU_CHUNK_BYTES  # a 4 MB chunk of float32 logits
-    assert default_chunk_rows(50257, cpu) == MIN_CHUNK_ROWS  # not 20 rows
-    assert default_chunk_rows(65, cpu) > 10_000  # a character vocabulary: one chunk for a whole batch
