@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -88,3 +89,30 @@ def test_simulated_two_node_torchrun_job(tmp_path):
     logs = "".join(out + err for out, err in outputs)  # Lightning's log lines go to stdout (zoo.entry.quiet)
     assert "MEMBER: 1/2" in logs and "MEMBER: 2/2" in logs
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+
+
+def test_two_process_ddp_trains_through_a_masked_lm_phase(tmp_path):
+    """Each phase leaves some parameters idle (the classifier, then the MLM head); DDP's reducer, which waits
+    for a gradient of every parameter, must still get through both phases and the switch."""
+    result = run_script(
+        "train.py",
+        "trainer=ddp_sim",
+        "experiment=bert_sst2",
+        "model.net.name=bert-tiny",
+        "model.mlm_steps=2",
+        "data.max_train_rows=96",
+        "data.max_val_rows=16",
+        "data.batch_size=8",
+        "data.vocab_size=800",
+        "trainer.max_steps=4",
+        "trainer.val_check_interval=4",
+        "trainer.limit_val_batches=1",
+        "trainer.log_every_n_steps=1",
+        "callbacks.progress_bar=null",
+        "test=false",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(tmp_path / "csv" / "metrics.csv") as f:
+        losses = {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
+    assert sorted(losses) == [0, 1, 2, 3] and min(losses[0], losses[1]) > 5.0 > 1.2 > max(losses[2], losses[3])

@@ -157,13 +157,25 @@ class SequenceClassificationTask(ZooTask):
             self.log("train/loss", loss, prog_bar=True)
             if self.global_step == self.task_mlm.steps - 1:
                 rank_zero_info(f"masked-LM phase done after {self.task_mlm.steps} steps; training the classifier")
-            return loss
+            return self._with_idle_parameters(loss, self.net.pooler, self.net.classifier)
         logits = self(batch)
         loss = F.cross_entropy(logits.float(), batch.labels)
+        if self.task_mlm is not None:
+            loss = self._with_idle_parameters(loss, self.task_mlm)
         self.train_acc(logits.argmax(-1), batch.labels)
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=True, on_epoch=False)
         return loss
+
+    def _with_idle_parameters(self, loss: torch.Tensor, *idle: torch.nn.Module) -> torch.Tensor:
+        """Under DDP every parameter must get a gradient in every step (the reducer waits for all of them unless
+        find_unused_parameters, which costs a graph walk each step): the modules a phase leaves idle join the
+        loss with weight 0, so their gradient is an exact zero. (AdamW's decoupled weight decay then still shrinks
+        them, e.g. the untrained classifier during the MLM phase: the one difference from a single process, which
+        keeps them out of the graph.)"""
+        if self._trainer is None or self.trainer.world_size == 1:
+            return loss
+        return loss + 0.0 * sum(p.sum() for module in idle for p in module.parameters())
 
     def batch_samples(self, batch) -> int:
         return batch.input_ids.shape[0]
