@@ -123,3 +123,20 @@ def test_default_run_skips_non_native_bf16_and_scales_steps(monkeypatch):
     assert native.default_dtypes(torch.device("cpu"))[0] == ["fp32"]
     cpu = torch.device("cpu")
     assert auto_steps(cpu, 87e9) == 2 and auto_steps(cpu, 200e9) == 4 and auto_steps(cpu, 350e9) == 5
+
+
+def test_profile_splits_the_step_and_groups_matmuls_by_shape(capsys):
+    from benchmarks.profile import main as profile
+
+    medians = profile(["vit", "--impls", "zoo,timm", "--steps", "1", "--rounds", "1", "--shapes"])
+    assert set(medians) == {"zoo", "timm"} and all(t > 0 for times in medians.values() for t in times)
+    out = capsys.readouterr().out
+    # The patch embedding's and blocks' GEMMs of a 6-layer, 192-wide ViT on 64 images show up by shape.
+    assert "===== zoo: matmuls" in out and "===== timm: matmuls" in out and "192" in out
+
+
+def test_profile_names_an_unknown_implementation():
+    from benchmarks.profile import main as profile
+
+    with pytest.raises(SystemExit, match="no implementation nope in 'vit'; it has: zoo, timm"):
+        profile(["vit", "--impls", "nope"])
