@@ -1,8 +1,9 @@
 """ZooTask: what every task shares, so that the five tasks keep only their losses, metrics and logging.
 
-It owns the network (`self.net`, the only module holding weights), the optimizer and scheduler partials with a
-parameter-group hook, the compile switch, the checkpoint's "zoo" section and `load_from_checkpoint`, and the
-batch sizes and FLOPs that `zoo.tasks.throughput_monitor.ZooThroughputMonitor` turns into throughput and MFU.
+It owns the network (`self.net`, the module holding the weights; a task may add a training-only head, such as
+the classifier's masked-LM phase), the optimizer and scheduler partials with a parameter-group hook and a
+scheduler hook, the compile switch, the checkpoint's "zoo" section and `load_from_checkpoint`, and the batch
+sizes and FLOPs that `zoo.tasks.throughput_monitor.ZooThroughputMonitor` turns into throughput and MFU.
 """
 
 from __future__ import annotations
