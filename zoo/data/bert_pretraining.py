@@ -153,19 +153,21 @@ def mask_tokens(
     """BERT's masking. In each row, round(mlm_probability x the maskable tokens) of them (at least one) are
     chosen; of those 80% become [MASK], 10% a random token from `replacement_ids`, 10% stay. Returns (inputs,
     labels) with labels = the original id where chosen and -100 elsewhere. `maskable` is False on special
-    tokens and padding."""
+    tokens and padding. The draws are made on the ids' device (a `generator`, if given, must be there too)."""
     maskable = maskable.to(torch.bool)
     count = maskable.sum(dim=1)
     k = torch.minimum((count.float() * mlm_probability).round().long().clamp(min=1), count)
     # A random order of the maskable positions (others sort last); the first k of each row are chosen.
-    scores = torch.rand(input_ids.shape, generator=generator).masked_fill(~maskable, 2.0)
+    device = input_ids.device
+    scores = torch.rand(input_ids.shape, generator=generator, device=device).masked_fill(~maskable, 2.0)
     rank = scores.argsort(dim=1).argsort(dim=1)
     chosen = rank < k[:, None]
     labels = input_ids.masked_fill(~chosen, -100)
-    action = torch.rand(input_ids.shape, generator=generator)
+    action = torch.rand(input_ids.shape, generator=generator, device=device)
     to_mask = chosen & (action < 0.8)
     to_random = chosen & (action >= 0.8) & (action < 0.9)
-    random_ids = replacement_ids[torch.randint(len(replacement_ids), input_ids.shape, generator=generator)]
+    draws = torch.randint(len(replacement_ids), input_ids.shape, generator=generator, device=device)
+    random_ids = replacement_ids.to(device)[draws]
     inputs = input_ids.masked_fill(to_mask, mask_id)
     inputs = torch.where(to_random, random_ids, inputs)
     return inputs, labels

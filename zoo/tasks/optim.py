@@ -153,8 +153,7 @@ def restarted_schedule(factory, optimizer: torch.optim.Optimizer, restart_step: 
     """The schedule of `factory` twice: over steps [0, restart_step) and again from restart_step, as two runs
     would have it (e.g. pretraining, then fine-tuning with its own warm-up and decay). A schedule with a
     `max_steps` keyword ends the first run at restart_step and the second at the original max_steps."""
-    keywords = dict(getattr(factory, "keywords", {}))
-    total = keywords.get("max_steps")
+    total = getattr(factory, "keywords", {}).get("max_steps")
     if total is None:
         first, second = factory(optimizer), factory(optimizer)
     else:

@@ -62,15 +62,15 @@ class TaskTextMLM(nn.Module):
             raise RuntimeError("TaskTextMLM.use_tokenizer must be called before the first MLM step")
         ids = batch.input_ids
         maskable = ~torch.isin(ids, self._special.to(ids.device)) & batch.attention_mask.to(torch.bool)
-        # Drawn on the CPU from torch's global generator: seeded by the run's seed and restored on resume.
+        # Drawn on the batch's device from its global generator: seeded by the run's seed, restored on resume
+        # (zoo.tasks.rng_state), and no copy to the host and back in every step.
         inputs, labels = mask_tokens(
-            ids.cpu(),
-            maskable.cpu(),
+            ids,
+            maskable,
             mask_id=self._mask_id,
             replacement_ids=self._replacement,
             mlm_probability=self.mlm_probability,
         )
-        inputs, labels = inputs.to(ids.device), labels.to(ids.device)
         hidden, _ = net.encode(inputs, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask)
         chosen = labels != -100
         logits = self.head(hidden[chosen], net.tok_emb)
