@@ -37,6 +37,18 @@ def test_trained_wordpiece_has_bert_special_tokens_first(wordpiece):
     assert wordpiece.decode(ids) == "the european lobster"  # lowercased by default
 
 
+def test_wordpiece_training_is_deterministic(wiki_text, wordpiece):
+    """`tokenizers` numbers the "##" pieces in hash-map order (huggingface/tokenizers#1794), which breaks ties
+    between merges: unseeded, trainings on the same text differ from one call to the next."""
+    lines = wiki_text.splitlines()
+    vocabs = [WordPieceTokenizer.train(lines, 2000).tokenizer.get_vocab() for _ in range(3)]
+    assert vocabs[0] == vocabs[1] == vocabs[2] == wordpiece.tokenizer.get_vocab()
+    # The seeded pieces are ordinary vocabulary: only BERT's five tokens are matched as special in the text.
+    added = wordpiece.tokenizer.get_added_tokens_decoder().values()
+    assert sorted(t.content for t in added) == sorted(("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+    assert wordpiece.encode("##e") == wordpiece.encode("# # e")
+
+
 def test_lowercase_switch():
     texts = ["Paris is in France . London is in England ."] * 50
     cased = WordPieceTokenizer.train(texts, 200, lowercase=False)

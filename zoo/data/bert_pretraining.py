@@ -28,7 +28,7 @@ from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .resumable import resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
 from .text import read_text_file
-from .wordpiece import WordPieceTokenizer
+from .wordpiece import TRAINING_REVISION, WordPieceTokenizer
 
 DOCUMENT_FORMATS = ("blank_lines", "wikitext")
 
@@ -330,7 +330,9 @@ class BertPretrainingDataModule(L.LightningDataModule):
         for path in train_files:
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
-        digest.update(json.dumps([hp.vocab_size, hp.lowercase, hp.document_format, hp.max_documents]).encode())
+        digest.update(
+            json.dumps([hp.vocab_size, hp.lowercase, hp.document_format, hp.max_documents, TRAINING_REVISION]).encode()
+        )
         name = hp.dataset or train_files[0].stem
         return self.cache_dir / f"{name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}" / "tokenizer.json"
 

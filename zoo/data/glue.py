@@ -24,7 +24,7 @@ from .bert_pretraining import PairDataset
 from .resumable import ResumableShuffle, resumable_sampler, seeded_loader
 from .sources import default_data_dir, resolve_dataset
 from .text import decode_utf8
-from .wordpiece import WordPieceTokenizer, tokenizer_from_source
+from .wordpiece import TRAINING_REVISION, WordPieceTokenizer, tokenizer_from_source
 
 # Header columns that hold the text, tried in order: one column is a single sentence, two are a pair.
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("question", "sentence"), ("sentence",))
@@ -208,7 +208,11 @@ class GlueDataModule(L.LightningDataModule):
         hp = self.hparams
         train = self._path(hp.train_file)
         digest = hashlib.sha256(train.read_bytes())
-        digest.update(json.dumps([hp.vocab_size, hp.lowercase, hp.max_train_rows, hp.seed, self.text_columns]).encode())
+        digest.update(
+            json.dumps(
+                [hp.vocab_size, hp.lowercase, hp.max_train_rows, hp.seed, self.text_columns, TRAINING_REVISION]
+            ).encode()
+        )
         return (
             self.cache_dir
             / f"{train.parent.name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}"

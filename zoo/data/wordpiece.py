@@ -14,6 +14,9 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+# Part of the cached tokenizers' keys: a change of what `WordPieceTokenizer.train` returns for the same text
+# bumps it, so that no run reads a vocabulary trained the old way. 2: deterministic continuation pieces.
+TRAINING_REVISION = 2
 
 
 class WordPieceTokenizer:
@@ -48,12 +51,26 @@ class WordPieceTokenizer:
         iterable of strings."""
         if vocab_size <= len(SPECIAL_TOKENS):
             raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
+        texts = list(texts)
         tokenizer = cls._pipeline(Tokenizer(models.WordPiece(unk_token=UNK)), lowercase)
+        # `tokenizers` (<= 0.23 at least; huggingface/tokenizers#1794) numbers the "##" continuation pieces in the
+        # order of a hash map with a per-process seed, and those numbers break ties between equally frequent
+        # merges: two trainings on the same text gave different vocabularies (and SST-2 dev accuracies 3 points
+        # apart). Handing the trainer every continuation piece up front, in sorted order, fixes their numbers;
+        # they enter as trainer "special tokens" only for that, and the tokenizer is rebuilt below without them.
+        pieces = sorted(_continuation_pieces(tokenizer, texts))
+        # The pieces are in the vocabulary either way, so the vocabulary size is unchanged.
         trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=[*SPECIAL_TOKENS, *pieces],
+            show_progress=False,
         )
         tokenizer.train_from_iterator(texts, trainer)
-        return cls(tokenizer)
+        vocab = tokenizer.get_vocab(with_added_tokens=False)
+        rebuilt = cls._pipeline(Tokenizer(models.WordPiece(vocab, unk_token=UNK)), lowercase)
+        rebuilt.add_special_tokens(list(SPECIAL_TOKENS))
+        return cls(rebuilt)
 
     @classmethod
     def from_vocab_file(cls, path: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
@@ -141,3 +158,14 @@ def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) 
             "or a zoo checkpoint (.ckpt)"
         )
     return WordPieceTokenizer.from_vocab_file(path, lowercase=lowercase)
+
+
+def _continuation_pieces(tokenizer: Tokenizer, texts: list[str]) -> set[str]:
+    """ "##c" for every character c that follows another inside a pre-tokenized word: the pieces WordPiece
+    training starts from besides the first characters."""
+    pieces = set()
+    for text in texts:
+        normalized = tokenizer.normalizer.normalize_str(text)
+        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized):
+            pieces.update(word[1:])
+    return {f"##{c}" for c in pieces}
