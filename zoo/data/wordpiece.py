@@ -161,8 +161,8 @@ def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) 
 
 
 def _continuation_pieces(tokenizer: Tokenizer, texts: list[str]) -> set[str]:
-    """ "##c" for every character c that follows another inside a pre-tokenized word: the pieces WordPiece
-    training starts from besides the first characters."""
+    """The continuation piece "##c" of every character c that follows another inside a pre-tokenized word: what
+    WordPiece training starts from besides the words' first characters."""
     pieces = set()
     for text in texts:
         normalized = tokenizer.normalizer.normalize_str(text)
