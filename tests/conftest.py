@@ -7,6 +7,11 @@ Which data the tests read:
 - else ../shared/data beside the checkout when it exists;
 - else the fixtures. Tests marked `full_data` (sizes and figures only the full datasets have) are then skipped.
 Tiny shakespeare always resolves: missing from the data folder, it comes from the copy shipped in the package.
+
+What the tests may touch: their temporary directories only. Each test runs in a directory of its own (the start
+directory of the scripts it runs, so their ./logs and ./data/cache land there), caches that libraries keep under the
+home directory are pointed into the session's temporary directory, and the session fails if the checkout's own state
+(logs/, data/, outputs, anything outside the source tree) changed while it ran.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +36,54 @@ ON_FIXTURES = Path(os.environ["ZOO_DATA_DIR"]).resolve() == FIXTURES.resolve()
 # No test touches the internet: `data.download=auto` (the configs' default) does not fetch with ZOO_OFFLINE=1.
 os.environ["ZOO_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "offline")
+
+# Library caches and settings that default to the home directory (pip, Hugging Face, torch hub, matplotlib, wandb,
+# torch.compile) go to a folder of this session, so no test reads a warm cache or leaves one behind.
+_SESSION_HOME = Path(tempfile.mkdtemp(prefix="zoo-test-home-"))
+for _variable, _folder in {
+    "XDG_CACHE_HOME": "cache",
+    "XDG_CONFIG_HOME": "config",
+    "HF_HOME": "huggingface",
+    "TORCH_HOME": "torch",
+    "MPLCONFIGDIR": "matplotlib",
+    "WANDB_DIR": "wandb",
+    "WANDB_CACHE_DIR": "wandb-cache",
+    "WANDB_CONFIG_DIR": "wandb-config",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton",
+}.items():
+    os.environ[_variable] = str(_SESSION_HOME / _folder)
+
+# The checkout's user state: what a run of the README's commands writes there, which no test may read or change.
+_SOURCE_CACHES = {".git", ".venv", "venv", ".pytest_cache", ".ruff_cache", "__pycache__"}
+
+
+def checkout_state() -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file in the checkout outside git's and Python's own caches."""
+    state = {}
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if d not in _SOURCE_CACHES and not d.endswith(".egg-info")]
+        for name in files:
+            path = Path(folder, name)
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # a dangling link
+                continue
+            state[str(path.relative_to(ROOT))] = (stat.st_size, stat.st_mtime_ns)
+    return state
+
+
+def pytest_sessionstart(session) -> None:
+    session.config._zoo_checkout_state = checkout_state()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    before, after = session.config._zoo_checkout_state, checkout_state()
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if changed:
+        listing = "\n  ".join(changed[:20]) + ("\n  ..." if len(changed) > 20 else "")
+        print(f"\nFAILED: the test session changed {len(changed)} file(s) in the checkout:\n  {listing}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_report_header(config) -> str:
@@ -65,8 +119,26 @@ def cache_dir(tmp_path_factory) -> Path:
     return path
 
 
-def run_script(script: str, *args: str, cwd: Path = ROOT, env: dict | None = None, timeout: int = 600):
-    """Run one of the top-level scripts like a user would; returns the CompletedProcess."""
+@pytest.fixture(scope="session", autouse=True)
+def session_start_directory(tmp_path_factory):
+    """Session- and module-scoped fixtures (checkpoints trained once and shared) also start outside the checkout."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("session-cwd"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def start_directory(tmp_path_factory, monkeypatch) -> Path:
+    """Each test starts in an empty directory of its own, never the checkout: what a script writes under ./logs or
+    ./data/cache of its start directory stays in the test's temporary space."""
+    path = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(path)
+    return path
+
+
+def run_script(script: str, *args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 600):
+    """Run one of the top-level scripts like a user would, from the test's start directory unless `cwd` is given;
+    returns the CompletedProcess."""
     full_env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})}
     return subprocess.run(
         [sys.executable, str(ROOT / script), *args],

@@ -201,7 +201,6 @@ def test_sigkill_during_saves_never_breaks_last_ckpt(tmp_path):
         with open(tmp_path / "stderr.txt", "w") as stderr:
             process = subprocess.Popen(
                 [sys.executable, str(ROOT / "train.py"), *args, "trainer.max_steps=100000"],
-                cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

@@ -71,7 +71,7 @@ def test_cnn_trains_on_mnist_and_its_checkpoint_reloads(mnist, tmp_path):
     log = LossLog()
     trainer = L.Trainer(
         max_steps=40,
-        limit_val_batches=1,
+        limit_val_batches=2,
         val_check_interval=40,
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
@@ -85,7 +85,9 @@ def test_cnn_trains_on_mnist_and_its_checkpoint_reloads(mnist, tmp_path):
     trainer.fit(task, datamodule=mnist)
     first, last = sum(log.losses[:5]) / 5, sum(log.losses[-5:]) / 5
     assert first > 1.8 and last < 0.8 * first, log.losses  # chance is ln(10) = 2.3 (+ label smoothing 0.1)
-    assert float(trainer.callback_metrics["val/acc"]) > 0.3
+    # Twice chance on 100 held-out images (a model at chance reaches 20/100 with probability ~0.2%). After 40 steps
+    # the full data gives ~0.6, the 1,000-image fixtures ~0.3: the threshold holds on both.
+    assert float(trainer.callback_metrics["val/acc"]) > 0.2
 
     path = tmp_path / "cnn.ckpt"
     trainer.save_checkpoint(path)

@@ -76,7 +76,6 @@ def test_simulated_two_node_torchrun_job(tmp_path):
         nodes.append(
             subprocess.Popen(
                 command,
-                cwd=ROOT,
                 env={**os.environ, "OMP_NUM_THREADS": "1"},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -349,7 +349,6 @@ def test_bad_inputs_stop_with_one_line(capsys, tmp_path, sst2_ckpt):
 def test_python_dash_m_zoo_export_and_labels_override(sst2_ckpt, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "zoo.export", sst2_ckpt, str(tmp_path / "hf"), "--labels", "neg,pos"],
-        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,

@@ -65,7 +65,7 @@ DATA_FIELDS = {
 
 def run_lab(*args: str, timeout: int = 600):
     return subprocess.run(
-        [sys.executable, "-m", "zoo.lab", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "zoo.lab", *args], capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -75,7 +75,7 @@ def compose_question(name: str, tmp_path: Path, extra: list[str] = ()):
         cfg = compose(config_name="train", overrides=[f"experiment=lab/{name}", *extra], return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
-        cfg.paths.root_dir = str(ROOT)
+        cfg.paths.root_dir = str(tmp_path)
         cfg.paths.output_dir = str(tmp_path)
     return cfg
 

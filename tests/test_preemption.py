@@ -37,7 +37,6 @@ def test_sigterm_saves_a_resumable_checkpoint(tmp_path):
             "callbacks.progress_bar=null",
             f"hydra.run.dir={run_dir}",
         ],
-        cwd=ROOT,
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

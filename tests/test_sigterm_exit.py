@@ -44,7 +44,6 @@ def test_sigterm_exits_143_after_the_checkpoint(tmp_path):
             "optimized_metric=null",
             f"hydra.run.dir={run_dir}",
         ],
-        cwd=ROOT,
         env={**os.environ, "HYDRA_FULL_ERROR": "0"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -44,11 +45,15 @@ def run(*command, cwd, env=None, timeout=300):
     return result
 
 
+def venv_purelib(env_dir: Path) -> str:
+    return sysconfig.get_paths(vars={"base": str(env_dir), "platbase": str(env_dir)})["purelib"]
+
+
 @pytest.mark.slow
 def test_wheel_installs_and_trains_from_another_directory(tmp_path):
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=skip)
-    # The installed torch, Lightning, Hydra ... are reused (--system-site-packages, --no-deps); only zoo is new.
+    # The torch, Lightning, Hydra ... of the environment this suite runs in are reused (--no-deps); only zoo is new.
     run(
         sys.executable,
         "-m",
@@ -63,8 +68,15 @@ def test_wheel_installs_and_trains_from_another_directory(tmp_path):
     )
     (wheel,) = (tmp_path / "dist").glob("transformer_zoo-*.whl")
     env_dir = tmp_path / "env"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
+    # Not --system-site-packages: that is the base interpreter's, which on a fresh machine has none of the
+    # dependencies. A .pth file appends this suite's own site-packages instead. Paths named in a .pth are not
+    # processed as site directories, so the editable install of zoo found there stays inactive: zoo comes only from
+    # the wheel (asserted below).
+    env_site = Path(venv_purelib(env_dir))
+    suite_dirs = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (env_site / "zz_suite_packages.pth").write_text("".join(f"{d}\n" for d in suite_dirs))
     run(python, "-m", "pip", "install", "--no-deps", "--no-index", wheel, cwd=tmp_path)
 
     elsewhere = tmp_path / "elsewhere"
