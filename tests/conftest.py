@@ -56,6 +56,7 @@ for _variable, _folder in {
 
 # The checkout's user state: what a run of the README's commands writes there, which no test may read or change.
 _SOURCE_CACHES = {".git", ".venv", "venv", ".pytest_cache", ".ruff_cache", "__pycache__"}
+_USER_STATE = {"logs", "data", "outputs", "multirun", "wandb", "lightning_logs"}
 
 
 def checkout_state() -> dict[str, tuple[int, int]]:
@@ -79,7 +80,13 @@ def pytest_sessionstart(session) -> None:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     before, after = session.config._zoo_checkout_state, checkout_state()
-    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    # Files that appeared or went anywhere, and any change to the user's state; a source file edited while the
+    # suite runs is the developer's doing, not a test's.
+    changed = sorted(
+        p
+        for p in before.keys() | after.keys()
+        if (p in before) != (p in after) or (Path(p).parts[0] in _USER_STATE and before[p] != after[p])
+    )
     if changed:
         listing = "\n  ".join(changed[:20]) + ("\n  ..." if len(changed) > 20 else "")
         print(f"\nFAILED: the test session changed {len(changed)} file(s) in the checkout:\n  {listing}")

@@ -38,8 +38,6 @@ from zoo.tasks import (  # noqa: E402
     load_model_from_checkpoint,
 )
 
-from conftest import ROOT  # noqa: E402
-
 TOL = dict(atol=1e-5, rtol=1e-5)
 DATA = lambda *parts: os.path.join(os.environ["ZOO_DATA_DIR"], *parts)  # noqa: E731
 

@@ -64,9 +64,7 @@ DATA_FIELDS = {
 
 
 def run_lab(*args: str, timeout: int = 600):
-    return subprocess.run(
-        [sys.executable, "-m", "zoo.lab", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([sys.executable, "-m", "zoo.lab", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def compose_question(name: str, tmp_path: Path, extra: list[str] = ()):

@@ -1,5 +1,5 @@
-"""Preemption is visible (issue 16, item 6): after SIGTERM train.py writes its checkpoint, says in one line where it
-is and how to resume, and exits 143 (128 + SIGTERM), not 0."""
+"""Preemption and Ctrl-C are visible: after SIGTERM or SIGINT train.py writes its checkpoint, says in one line where
+it is and how to resume, and exits 143 (128 + SIGTERM) or 130 (128 + SIGINT), not 0 or 1."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ def trained_steps(run_dir) -> int:
     return max((int(r["step"]) + 1 for r in rows if r.get("train/loss")), default=0)
 
 
-def test_sigterm_exits_143_after_the_checkpoint(tmp_path):
+@pytest.mark.parametrize(
+    "sent, by, status", [(signal.SIGTERM, "SIGTERM", 143), (signal.SIGINT, "Ctrl-C", 130)], ids=["sigterm", "ctrl-c"]
+)
+def test_a_signal_exits_with_its_status_after_the_checkpoint(tmp_path, sent, by, status):
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
         [
@@ -53,17 +56,17 @@ def test_sigterm_exits_143_after_the_checkpoint(tmp_path):
     while trained_steps(run_dir) < 3 and time.time() < deadline and process.poll() is None:
         time.sleep(0.5)  # (not a timing assertion: it waits until training has really started)
     assert process.poll() is None, process.stderr.read()[-3000:]
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(sent)
     stderr = process.communicate(timeout=180)[1]
 
-    assert process.returncode == 143, stderr[-3000:]
+    assert process.returncode == status, stderr[-3000:]
     saved = run_dir / "checkpoints" / "on_exception.ckpt"
     checkpoint = torch.load(saved, weights_only=True)
     step = checkpoint["global_step"]
     assert step >= 3 and "optimizer_states" in checkpoint
-    said = [line for line in stderr.splitlines() if "SIGTERM" in line]
+    said = [line for line in stderr.splitlines() if line.startswith("stopped by")]
     assert len(said) == 1, stderr[-3000:]
-    assert said[0].startswith(f"stopped by SIGTERM at step {step}; checkpoint: {saved}; resume with: python train.py ")
+    assert said[0].startswith(f"stopped by {by} at step {step}; checkpoint: {saved}; resume with: python train.py ")
     assert "Traceback" not in stderr
 
     # The command it printed resumes this run in place (only the step budget changed, to end the test quickly).

@@ -115,13 +115,15 @@ def resolve_ckpt_path(cfg: DictConfig) -> str | None:
 def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume) -> str:
     """The output directory of a run: a fresh one, or, with ckpt_path=last or auto_resume, the earlier run of the
     same task that holds the newest usable checkpoint (see resolve_ckpt_path), so the resumed run continues in
-    place."""
+    place (train.py then locks it: see zoo.entry.run_lock)."""
     if ckpt_path == "last" or auto_resume:
         chosen = choose_checkpoint(_newest_first(_task_runs(runs_root)))[0]
         if chosen is not None:
             return str(chosen.parent.parent)
         # Nothing to resume: a fresh directory; train.py then stops with a one-line error for ckpt_path=last.
-    return f"{runs_root}/{fresh_name}"
+    from zoo.entry.run_lock import fresh_run_dir
+
+    return fresh_run_dir(runs_root, fresh_name)
 
 
 def wandb_run_id(output_dir: str) -> str:

@@ -22,12 +22,15 @@ from zoo.entry.builders import build_callbacks, build_loggers, build_model_confi
 from zoo.entry.config_checks import check_config
 from zoo.entry.phase_times import PhaseTimes
 from zoo.entry.quiet import quiet, start_run_log
-from zoo.entry.resolvers import resolve_ckpt_path
+from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
+from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
 from zoo.lab.record import lab_record
+from zoo.tasks.checkpoint import check_resume
 
 # The exit status after SIGTERM (128 + 15, what a shell reports for a process the signal ended), so that a scheduler
 # sees that the job was stopped rather than finished.
 SIGTERM_EXIT = 143
+CTRL_C_EXIT = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -36,11 +39,17 @@ def train(cfg: DictConfig) -> float | None:
     loggers: list = []
     try:
         return _train(cfg, loggers)
+    except BaseException:
+        remove_if_unused(cfg.paths.output_dir)  # a start that failed before writing leaves no empty directory
+        raise
     finally:
         _finish_wandb(loggers)  # one wandb run per multirun job, never one merged run
+        unlock_run_dir(cfg.paths.output_dir)
 
 
 def _train(cfg: DictConfig, loggers: list) -> float | None:
+    if rank_zero_only.rank == 0:  # the other ranks of a job write into the directory rank 0 holds
+        lock_run_dir(cfg.paths.output_dir)
     check_config(cfg)
     ckpt_path = resolve_ckpt_path(cfg)
     if cfg.get("seed") is not None:
@@ -64,6 +73,8 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     # and says at every start that it skipped it.
     summary = {"enable_model_summary": False} if any(isinstance(c, ModelSummary) for c in callbacks) else {}
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, **summary)
+    if ckpt_path:  # a checkpoint this run cannot continue is refused before the run directory changes
+        check_resume(ckpt_path, net, task.hparams.get("optimizer"))
 
     start_run(cfg)  # everything is built: from here on the run directory is written
     counts = {"params/total": net.num_parameters()}
@@ -83,7 +94,12 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
         try:
             trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)
         except SIGTERMException:
-            _stopped_by_sigterm(cfg, trainer)
+            _stopped(cfg, trainer, "SIGTERM", SIGTERM_EXIT)
+        except SystemExit as stop:
+            # Lightning's exit(1) while it handles Ctrl-C, once the on-exception checkpoint is written
+            if isinstance(stop.__context__, KeyboardInterrupt):
+                _stopped(cfg, trainer, "Ctrl-C", CTRL_C_EXIT)
+            raise
     metrics = dict(trainer.callback_metrics)
     if cfg.get("validate", True) and not trainer.fast_dev_run:
         trainer.validate(task, datamodule=datamodule, verbose=True)
@@ -139,14 +155,19 @@ def start_run(cfg: DictConfig) -> None:
     start_run_log()
 
 
-def _stopped_by_sigterm(cfg: DictConfig, trainer) -> None:
-    """Lightning ends fit on SIGTERM with a SystemExit of status 0 (SIGTERMException) after the on-exception
-    checkpoint callback wrote its file; a scheduler must see that the job did not finish: one line (where the
-    checkpoint is, how to resume), exit 143."""
+def _stopped(cfg: DictConfig, trainer, by: str, status: int) -> None:
+    """Lightning ends fit on SIGTERM with a SystemExit of status 0 (SIGTERMException), on Ctrl-C with exit(1),
+    after the on-exception checkpoint callback wrote its file. A scheduler or a shell must see that the run did not
+    finish, and the user where its work is: one line (the checkpoint, how to resume), exit 143 or 130."""
     # The on-exception checkpoint callbacks (Lightning's OnExceptionCheckpoint, the zoo's) name their file ckpt_path.
     saved = [c.ckpt_path for c in trainer.callbacks if isinstance(c, Checkpoint) and hasattr(c, "ckpt_path")]
-    where = f"checkpoint: {saved[0]}" if saved and Path(saved[0]).is_file() else "no checkpoint was written"
-    resume = f"ckpt_path={saved[0]}" if saved else "ckpt_path=<a checkpoint>"
+    saved = [p for p in saved if Path(p).is_file()]
+    if saved:
+        where, checkpoint = f"checkpoint: {saved[0]}", saved[0]
+    else:  # stopped before a step of its own: the checkpoint it started from, if any, is still the newest
+        checkpoint = newest_checkpoint(cfg.paths.output_dir)
+        where = f"no new checkpoint was written; the newest is {checkpoint}" if checkpoint else "no checkpoint"
+    resume = f"ckpt_path={checkpoint}" if checkpoint else "ckpt_path=<a checkpoint>"
     given = []
     if HydraConfig.initialized():
         given = [o for o in HydraConfig.get().overrides.task if not o.startswith(("ckpt_path=", "hydra.run.dir="))]
@@ -155,11 +176,11 @@ def _stopped_by_sigterm(cfg: DictConfig, trainer) -> None:
     )
     if trainer.is_global_zero:
         print(
-            f"stopped by SIGTERM at step {trainer.global_step}; {where}; resume with: {command}",
+            f"stopped by {by} at step {trainer.global_step}; {where}; resume with: {command}",
             file=sys.stderr,
             flush=True,
         )
-    raise SystemExit(SIGTERM_EXIT)
+    raise SystemExit(status)
 
 
 @rank_zero_only

@@ -118,6 +118,7 @@ class ProgressOnExceptionCheckpoint(Checkpoint):
             raise ValueError("ProgressOnExceptionCheckpoint: filename must not be empty")
         # Known at construction: an exception can come before setup.
         self.dirpath, self.filename = dirpath, filename
+        self._first_step: int | None = None  # the step this process's training started from
 
     @property
     def ckpt_path(self) -> str:
@@ -126,9 +127,15 @@ class ProgressOnExceptionCheckpoint(Checkpoint):
     def setup(self, trainer, pl_module, stage: str) -> None:
         remove_orphans_of(trainer)
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._first_step = trainer.global_step
+
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        if trainer.global_step == 0:
-            rank_zero_info(f"no {self.ckpt_path} written: the run stopped before its first training step")
+        # Only after a step trained in this process: a start that fails while restoring a checkpoint (another
+        # optimizer, a state that does not fit) holds the restored step with fresh optimizer state, which would
+        # pass for the newest checkpoint; the one it resumed from is still there.
+        if self._first_step is None or trainer.global_step <= self._first_step:
+            rank_zero_info(f"no {self.ckpt_path} written: the run stopped before it trained a step")
             return
         trainer.save_checkpoint(self.ckpt_path, weights_only=False)  # a full checkpoint: it must resume
 

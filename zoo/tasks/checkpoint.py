@@ -101,3 +101,18 @@ def check_same_model(checkpoint: dict, net: ZooModel, source: str | Path) -> Non
         f"ckpt_path {source} holds a {their_type} model with {held}, but this run builds a {net.model_type} with "
         f"{built}; give a checkpoint of this model, or the model options it was trained with"
     )
+
+
+def check_resume(path: str | Path, net: ZooModel, optimizer: dict | None) -> None:
+    """Refuse, before a run writes anything, a checkpoint it cannot continue: weights of another model or size, or
+    an optimizer of another kind than the one whose state the checkpoint holds (its moments would not fit, or
+    would be silently dropped). `optimizer` is the run's recorded optimizer partial (`describe_partial`)."""
+    checkpoint = torch_load_weights(path, mmap=True)
+    check_same_model(checkpoint, net, path)
+    recorded = (checkpoint.get("hyper_parameters") or {}).get("optimizer") or {}
+    theirs, ours = recorded.get("_target_"), (optimizer or {}).get("_target_")
+    if theirs and ours and theirs != ours:
+        raise ValueError(
+            f"ckpt_path {path} holds the state of a {theirs} optimizer, but this run configures {ours}; resume with "
+            f"model.optimizer._target_={theirs}, or train a new run in a directory of its own"
+        )

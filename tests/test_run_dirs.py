@@ -1,0 +1,177 @@
+"""One run, one directory, one writer; and a start that is refused leaves no trace.
+
+- Runs started in the same second each get their own directory, with their own config, result and checkpoint.
+- A run directory in use by a running process is refused to a second one.
+- A resume that does not fit the checkpoint (another optimizer, another model size) is refused in one line before
+  anything is written: the earlier run's directory stays byte-identical, no checkpoint appears for the next resume
+  to take, and the next `auto_resume` continues from the last good checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from zoo.entry.run_lock import fresh_run_dir, lock_run_dir, unlock_run_dir
+
+from conftest import ROOT, assert_ok, assert_one_line_error, run_script
+
+FAST = [
+    "trainer.val_check_interval=100000",
+    "trainer.num_sanity_val_steps=0",
+    "validate=false",
+    "test=false",
+    "model.num_samples=0",
+    "callbacks.progress_bar=null",
+    "callbacks.model_summary=null",
+    "trainer.log_every_n_steps=1",
+    "optimized_metric=train/loss",  # result.json without a validation pass
+]
+MUON = "model.optimizer._target_=zoo.tasks.muon.MuonWithAdamW"
+
+
+def _claim(root, name, start, queue):
+    start.wait()
+    queue.put(fresh_run_dir(root, name))
+
+
+def test_processes_claiming_the_same_second_get_distinct_directories(tmp_path):
+    root = str(tmp_path / "runs")
+    context = multiprocessing.get_context("fork")
+    start, queue = context.Event(), context.Queue()
+    processes = [context.Process(target=_claim, args=(root, "2026-01-01_00-00-00", start, queue)) for _ in range(8)]
+    for process in processes:
+        process.start()
+    start.set()  # all claim at once
+    claimed = [queue.get(timeout=60) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    assert len(set(claimed)) == 8, claimed
+    assert sorted(p.name for p in Path(root).iterdir()) == sorted(Path(c).name for c in claimed)
+    assert "2026-01-01_00-00-00" in {Path(c).name for c in claimed}
+
+
+def test_a_config_resolved_twice_in_one_process_keeps_its_directory(tmp_path):
+    first = fresh_run_dir(str(tmp_path), "same-second")
+    assert fresh_run_dir(str(tmp_path), "same-second") == first and len(list(tmp_path.iterdir())) == 1
+
+
+def test_the_processes_of_one_launched_job_share_its_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "abc123")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    # Each node composes its own ${now}; the job id names the directory whatever the second.
+    assert fresh_run_dir(str(tmp_path), "12-00-00") == fresh_run_dir(str(tmp_path), "12-00-01")
+    assert fresh_run_dir(str(tmp_path), "12-00-00").endswith("/torchrun-abc123")
+
+
+@pytest.mark.slow
+def test_two_runs_started_together_keep_their_own_config_result_and_checkpoint(tmp_path):
+    logs = tmp_path / "logs"
+    processes = {
+        lr: subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "train.py"),
+                *FAST,
+                "trainer.max_steps=3",
+                f"model.optimizer.lr={lr}",
+                f"paths.log_dir={logs}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for lr in ("0.001", "0.003")
+    }
+    for process in processes.values():
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+    runs = sorted((logs / "train" / "runs").iterdir())
+    assert len(runs) == 2, runs
+    seen = set()
+    for run in runs:
+        overrides = (run / ".hydra" / "overrides.yaml").read_text()
+        (lr,) = [lr for lr in processes if f"model.optimizer.lr={lr}" in overrides]
+        seen.add(lr)
+        assert f"lr: {lr}" in (run / "config_resolved.yaml").read_text()
+        assert json.loads((run / "result.json").read_text())["overrides"] == [
+            *FAST,
+            "trainer.max_steps=3",
+            f"model.optimizer.lr={lr}",
+            f"paths.log_dir={logs}",
+        ]
+        checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+        assert checkpoint["global_step"] == 3 and checkpoint["hyper_parameters"]["optimizer"]["lr"] == float(lr)
+    assert seen == set(processes)
+
+
+@pytest.mark.slow
+def test_a_run_directory_in_use_is_refused(tmp_path):
+    run = tmp_path / "run"
+    lock_run_dir(run)  # this process stands for a run still training there
+    try:
+        result = run_script("train.py", *FAST, "trainer.max_steps=2", f"hydra.run.dir={run}")
+        assert_one_line_error(result, f"run directory {run} is in use by another running process")
+        assert list(run.iterdir()) == []
+    finally:
+        unlock_run_dir(run)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def adamw_and_muon_runs(tmp_path_factory):
+    """A 4-step run with AdamW and one with Muon, each in its own log folder."""
+    runs = {}
+    for name, extra in (("adamw", []), ("muon", [MUON])):
+        logs = tmp_path_factory.mktemp(name) / "logs"
+        assert_ok(run_script("train.py", *FAST, *extra, "trainer.max_steps=4", f"paths.log_dir={logs}"))
+        (run,) = (logs / "train" / "runs").iterdir()
+        runs[name] = (logs, run)
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "trained, resumed_with", [("adamw", [MUON]), ("muon", [])], ids=["adamw-to-muon", "muon-to-adamw"]
+)
+def test_a_resume_with_another_optimizer_is_refused_and_changes_nothing(adamw_and_muon_runs, trained, resumed_with):
+    logs, run = adamw_and_muon_runs[trained]
+    extra = [MUON] if trained == "muon" else []
+    before = snapshot(logs)
+    for how in ("auto_resume=true", "ckpt_path=last"):
+        result = run_script("train.py", *FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", how)
+        assert_one_line_error(result, "optimizer, but this run configures", "model.optimizer._target_=")
+        assert snapshot(logs) == before, "a refused resume changed the earlier run's directory"
+    # The next resume with the run's own optimizer continues from its last good checkpoint, in place.
+    assert_ok(run_script("train.py", *FAST, *extra, "trainer.max_steps=6", f"paths.log_dir={logs}", "auto_resume=true"))
+    assert [p.name for p in (logs / "train" / "runs").iterdir()] == [run.name]
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 6 and not (run / "checkpoints" / "on_exception.ckpt").exists()
+
+
+@pytest.mark.slow
+def test_a_resume_of_another_model_size_changes_nothing(adamw_and_muon_runs, tmp_path):
+    logs, run = adamw_and_muon_runs["adamw"]
+    before = snapshot(logs)
+    result = run_script("train.py", *FAST, "model.net.n_layer=1", f"paths.log_dir={logs}", "ckpt_path=last")
+    assert_one_line_error(result, "holds a gpt model with n_layer=")
+    assert snapshot(logs) == before
+
+
+@pytest.mark.slow
+def test_ckpt_path_last_with_nothing_to_resume_leaves_no_directory(tmp_path):
+    logs = tmp_path / "logs"
+    result = run_script("train.py", *FAST, f"paths.log_dir={logs}", "ckpt_path=last")
+    assert_one_line_error(result, "ckpt_path=last: no earlier run")
+    runs = logs / "train" / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == []

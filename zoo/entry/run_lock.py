@@ -1,0 +1,103 @@
+"""One run, one directory, one writer.
+
+Runs started in the same second (a job array, a loop of `python train.py ... &`) would all be named after that
+second; a fresh run therefore claims its directory with an exclusive `mkdir`, taking the next free name
+(`<second>`, `<second>-1`, ...). The processes of one multi-process job (torchrun, srun) must share one directory
+instead: they take it from the launcher's job id. A run that continues an earlier directory (ckpt_path=last,
+auto_resume, hydra.run.dir of an existing run) locks it for as long as it runs, so that two processes never write
+one run. The lock is an `flock` on the directory itself: no lock file is left behind, and the kernel releases it
+when the process ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+# Directories this process claimed, by (runs_root, name): a config resolved twice gets the same one.
+_claimed: dict[tuple[str, str], Path] = {}
+_locks: dict[Path, int] = {}
+
+
+def _launcher_job_id() -> str | None:
+    """The id that every process of one multi-process job shares, or None for a single-process run."""
+    processes = int(os.environ.get("WORLD_SIZE") or os.environ.get("SLURM_NTASKS") or 1)
+    if processes <= 1:
+        return None
+    if os.environ.get("SLURM_JOB_ID"):
+        array_task = os.environ.get("SLURM_ARRAY_TASK_ID")
+        return f"slurm-{os.environ['SLURM_JOB_ID']}" + (f"_{array_task}" if array_task else "")
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id and run_id != "none":
+        return f"torchrun-{run_id}"
+    return None
+
+
+def fresh_run_dir(runs_root: str, fresh_name: str) -> str:
+    """A directory under `runs_root` that no other run uses: `fresh_name` or the first free `fresh_name-N`."""
+    job_id = _launcher_job_id()
+    if job_id is not None:  # every process of the job computes the same name, whenever it starts
+        return f"{runs_root}/{job_id}"
+    key = (runs_root, fresh_name)
+    if key in _claimed:
+        return str(_claimed[key])
+    root = Path(runs_root)
+    root.mkdir(parents=True, exist_ok=True)
+    candidate, n = root / fresh_name, 0
+    while True:
+        try:
+            candidate.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+            candidate = root / f"{fresh_name}-{n}"
+    _claimed[key] = candidate
+    return str(candidate)
+
+
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()  # only an empty directory: a run that wrote anything keeps it
+
+
+@atexit.register
+def _release_unused_claims() -> None:
+    """A command that claimed a directory and wrote nothing into it (a refused start, `--cfg hydra`) leaves none."""
+    for path in _claimed.values():
+        _remove_if_empty(path)
+
+
+def remove_if_unused(run_dir: str | Path) -> None:
+    """After a start that failed: its directory goes if the start left it empty, and only if this process held
+    it (a start refused because another process holds the directory leaves it to that process)."""
+    path = Path(run_dir).resolve()
+    if path in _locks:
+        _remove_if_empty(path)
+
+
+def lock_run_dir(run_dir: str | Path) -> None:
+    """Hold an exclusive lock on `run_dir` until this process ends; a one-line error if another process holds it."""
+    path = Path(run_dir).resolve()
+    if path in _locks:
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(
+            f"run directory {path} is in use by another running process; wait for it to end, or start this run "
+            "in a directory of its own (without ckpt_path=last / auto_resume, or with another hydra.run.dir)"
+        ) from None
+    _locks[path] = fd  # kept open (and so locked) for the life of the process
+
+
+def unlock_run_dir(run_dir: str | Path) -> None:
+    """Release the lock of a run that ended (a multirun's jobs run one after another in one process)."""
+    fd = _locks.pop(Path(run_dir).resolve(), None)
+    if fd is not None:
+        os.close(fd)
