@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -51,18 +52,66 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def check_run_overrides(name: str, overrides: list[str]) -> None:
+    """One-line errors for overrides that would make `run <name>` run something else, or mix two sweeps."""
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key == "experiment" or key.startswith("experiment@"):
+            raise ValueError(
+                f"'{override}': `run {name}` runs experiment=lab/{name}; for another question run "
+                "`python -m zoo.lab run <name>` (python -m zoo.lab list names them)"
+            )
+    sweep_dirs = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
+    # Hydra would write the new jobs over the old ones' folders and leave the rest: one sweep, two experiments.
+    if sweep_dirs and Path(sweep_dirs[-1]).is_dir() and any(Path(sweep_dirs[-1]).iterdir()):
+        raise ValueError(
+            f"{sweep_dirs[-1]} already holds a sweep; pass a new or empty hydra.sweep.dir (or remove that folder)"
+        )
+
+
+def run_forwarding_signals(command: list[str]) -> tuple[int, int | None]:
+    """(exit status, the signal that stopped it or None). SIGTERM, SIGINT and SIGHUP to this process are passed on
+    to the sweep and waited for: the sweep must not run on by itself once the lab run is told to stop. The sweep
+    gets its own process group, so a terminal's Ctrl-C reaches it once (through here), not twice."""
+    received: list[int] = []
+    child: list[subprocess.Popen] = []
+
+    def forward(signum, _frame):
+        received.append(signum)
+        if child:
+            child[0].send_signal(signum)
+
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {s: signal.signal(s, forward) for s in stops}
+    try:
+        child.append(subprocess.Popen(command, cwd=os.getcwd(), start_new_session=True))
+        if received:  # arrived while it was starting
+            child[0].send_signal(received[0])
+        code = child[0].wait()
+        code = 128 - code if code < 0 else code  # killed by a signal: the shell's way of saying which
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return code, received[0] if received else None
+
+
 def cmd_run(args) -> int:
     lab = question(args.name)
+    check_run_overrides(args.name, args.overrides)
     overrides = list(lab.get("quick", [])) + ["lab.mode=quick"] if args.quick else []
     command = [*train_command(), "-m", f"experiment=lab/{args.name}", *overrides, *args.overrides]
     print("running: " + " ".join(command[1:]), flush=True)
-    done = subprocess.run(command, cwd=os.getcwd())
-    if done.returncode != 0:
+    code, stopped_by = run_forwarding_signals(command)
+    if stopped_by is not None:
+        name = signal.Signals(stopped_by).name
+        print(f"error: the sweep of lab question '{args.name}' was stopped by {name}", file=sys.stderr)
+        return 128 + stopped_by  # 143 for SIGTERM, 130 for SIGINT: what a scheduler or shell reads
+    if code != 0:
         print(
-            f"error: the sweep of lab question '{args.name}' failed (exit {done.returncode}); see its output above",
+            f"error: the sweep of lab question '{args.name}' failed (exit {code}); see its output above",
             file=sys.stderr,
         )
-        return done.returncode
+        return code
     return 0
 
 
@@ -95,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # bad question name, not a lab sweep, a malformed check: one line
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the machine (permissions, a full disk) rather than the input: the path and the reason
+        print(f"error: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ spread (sample standard deviation) over its seeds. A check compares points on on
 - A difference counts only when it exceeds `margin` times the spread of the difference,
   sqrt(sd_a^2 + sd_b^2), so seed noise never decides a check; `factor` additionally asks for a ratio
   (b / a >= factor for `less`); `similar` holds when |a - b| <= max(tolerance * |a|, margin * spread).
+  A point measured with one seed has no spread, so a comparison with it decides nothing.
 - A non-finite value (a run that diverged) decides nothing, unless the check says `diverged: worst` (for a metric
-  where lower is better, e.g. a loss): then a point where any seed diverged counts as worse than every finite one.
+  where lower is better, e.g. a loss): then a point where any seed diverged counts as worse than every finite one,
+  and never as similar to one.
 """
 
 from __future__ import annotations
@@ -83,15 +85,16 @@ def check_config(check: dict, index: int) -> None:
         raise ValueError(f"{where}: expect '{expect}' needs {'exactly' if two else 'at least'} {need} points, got {n}")
 
 
+def matches(params: dict[str, str], selector: dict) -> bool:
+    """Do a point's (or a job's) parameters agree with `selector`?"""
+    return all(canonical_value(params.get(str(k), "<unset>")) == canonical_value(v) for k, v in selector.items())
+
+
 def select(points: dict[tuple, dict[str, str]], selector: dict, where: str) -> tuple | None:
     """The one point whose parameters agree with `selector`; None when it was not part of this run."""
-    wanted = {str(k): canonical_value(v) for k, v in selector.items()}
-    found = [
-        key
-        for key, params in points.items()
-        if all(canonical_value(params.get(k, "<unset>")) == v for k, v in wanted.items())
-    ]
+    found = [key for key, params in points.items() if matches(params, selector)]
     if len(found) > 1:
+        wanted = {str(k): canonical_value(v) for k, v in selector.items()}
         raise ValueError(f"{where}: selector {wanted} matches {len(found)} points; name more parameters")
     return found[0] if found else None
 
@@ -106,12 +109,26 @@ def canonical_value(value) -> str:
 
 
 def _pair(
-    a: Stat, b: Stat, direction: str, margin: float, factor: float | None, tolerance: float
+    a: Stat,
+    b: Stat,
+    direction: str,
+    margin: float,
+    factor: float | None,
+    tolerance: float,
+    b_is_threshold: bool = False,
 ) -> tuple[bool | None, str]:
     """Does a relate to b as `direction` says, beyond the seed spread? None: undecided (a diverged run's metric is
     not finite; the check neither confirms nor refutes the claim, and lab/diverged in the table shows it)."""
     if math.isnan(a.mean) or math.isnan(b.mean) or (math.isinf(a.mean) and math.isinf(b.mean)):
         return None, f"{a} vs {b}: undecided, a non-finite value (a run diverged)"
+    if direction == "similar" and (math.isinf(a.mean) or math.isinf(b.mean)):
+        # inf - x is inf and tolerance * inf is inf: the arithmetic would call a diverged run "similar"
+        return False, f"{a} vs {b}: a diverged point is not similar to a finite one"
+    # One seed has a spread of 0, and any difference would "exceed" it: the seeds' noise is unknown, not absent.
+    # (A diverged point counted as worst is infinitely worse, whatever the spread.)
+    seeds = a.n if b_is_threshold else min(a.n, b.n)
+    if seeds < 2 and not (math.isinf(a.mean) or math.isinf(b.mean)):
+        return None, f"{a} vs {b}: undecided, one seed (a spread needs at least 2 seeds per point)"
     spread = math.hypot(a.sd, b.sd)
     diff = b.mean - a.mean
     if direction == "similar":
@@ -151,7 +168,8 @@ def evaluate(
         values = [v if math.isfinite(v.mean) else Stat(math.inf, 0.0, v.n) for v in values]
     if expect in ("above", "below"):
         fixed = Stat(float(check["threshold"]), 0.0, 1)
-        ok, text = _pair(values[0], fixed, "greater" if expect == "above" else "less", margin, factor, tol)
+        direction = "greater" if expect == "above" else "less"
+        ok, text = _pair(values[0], fixed, direction, margin, factor, tol, b_is_threshold=True)
         text = text.replace(f"vs {fixed}", f"vs threshold {fixed.mean:g}")
         return CheckResult(name, ok, text, [text])
     if expect in ("less", "greater", "similar"):
@@ -162,7 +180,7 @@ def evaluate(
         results = [_pair(a, b, direction, margin, factor, tol) for a, b in zip(values, values[1:])]
         ok = None if any(r[0] is None for r in results) else all(r[0] for r in results)
         return CheckResult(
-            name, ok, f"{sum(r[0] for r in results)}/{len(results)} steps {expect}", [r[1] for r in results]
+            name, ok, f"{sum(r[0] is True for r in results)}/{len(results)} steps {expect}", [r[1] for r in results]
         )
     # interior_min / interior_max: the best point is inside, and clearly better than both ends
     sign = 1 if expect == "interior_min" else -1

@@ -7,14 +7,16 @@ the verdict derived from the claim's checks; written into the sweep directory.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .claims import CheckResult, evaluate, verdict
+from .claims import CheckResult, evaluate, matches, verdict
 from .plots import write_plots
-from .sweep import Sweep, load_sweep, short
+from .sweep import Sweep, Unfinished, load_sweep, short
 
 log = logging.getLogger(__name__)
 
@@ -35,18 +37,47 @@ def table(sweep: Sweep, metrics: list[str]) -> list[str]:
     return lines
 
 
-def _wall_line(sweep: Sweep) -> str:
+def wall_line(sweep: Sweep) -> str:
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
     if not times:
         return ""
     return f"{len(sweep.jobs)} jobs, {sum(times):.0f} s of job time in all (longest job {max(times):.0f} s)."
 
 
+def shown_overrides(sweep: Sweep) -> list[str]:
+    """The command line's overrides, less the experiment (the question itself) and where the sweep was written."""
+    return [o for o in sweep.overrides if not o.startswith(("experiment=", "hydra.sweep.dir=", "hydra.sweep.subdir="))]
+
+
+def changed_overrides(sweep: Sweep) -> list[str]:
+    """The overrides that change what was measured (budget, seeds, points); Hydra's own (launcher, logging) do not."""
+    return [o for o in shown_overrides(sweep) if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+
+
+def _job_text(sweep: Sweep, job: Unfinished) -> str:
+    if job.params is None:
+        return f"job {job.name}"
+    # The parameters that tell this job apart: those that vary over the sweep's jobs, the seed included.
+    every = [j.params for j in sweep.jobs] + [job.params]
+    varying = [k for k, v in job.params.items() if any(p.get(k) != v for p in every)]
+    return f"job {job.name} (" + ", ".join(f"{short(k)}={job.params[k]}" for k in varying) + ")"
+
+
+def _left_undecided(result: CheckResult, check: dict, sweep: Sweep) -> CheckResult:
+    """A check on a point that lost a seed is not decided: the missing seed could have changed it."""
+    hit = [u for u in sweep.unfinished if u.params is None or any(matches(u.params, s) for s in check["points"])]
+    if not hit:
+        return result
+    jobs = ", ".join(_job_text(sweep, u) for u in hit)
+    return CheckResult(result.name, None, f"{jobs} left no result (measured: {result.detail})", result.pairs)
+
+
 def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lab = sweep.lab
     metrics = check_metrics(lab)
     stats = sweep.stats(metrics)
-    results: list[CheckResult] = [evaluate(c, stats, sweep.points, i) for i, c in enumerate(lab.get("checks", []))]
+    checks = lab.get("checks", [])
+    results = [_left_undecided(evaluate(c, stats, sweep.points, i), c, sweep) for i, c in enumerate(checks)]
     outcome = verdict(results)
     plots = write_plots(sweep)
     lines = [f"## {lab.get('title', lab.get('name', sweep.directory.name))}", ""]
@@ -59,8 +90,16 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lines += [f"**Claim**: {lab.get('claim', '(none stated)')}", ""]
     if lab.get("source"):
         lines += [f"Source: {lab['source']}", ""]
-    lines += [f"Sweep: `{sweep.directory}`. " + _wall_line(sweep), ""]
+    lines += [f"Sweep: `{sweep.directory}`. " + wall_line(sweep), ""]
+    if shown_overrides(sweep):
+        lines += ["Overrides: `" + " ".join(shown_overrides(sweep)) + "`", ""]
     lines += ["### Measured (mean ± sample standard deviation over seeds)", "", *table(sweep, metrics), ""]
+    if sweep.unfinished:
+        total = len(sweep.jobs) + len(sweep.unfinished)
+        lines += [
+            f"**{len(sweep.unfinished)} of {total} jobs left no result**; the checks on their points are not decided:"
+        ]
+        lines += [f"- {_job_text(sweep, u)}: {u.why}" for u in sweep.unfinished] + [""]
     for path in plots:
         lines += [f"![{path.stem}]({path.name})", ""]
     held = [r for r in results if r.holds]
@@ -83,11 +122,22 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     return "\n".join(lines) + "\n", outcome, plots
 
 
+def writable(path: Path) -> bool:
+    """May we write there? A file or folder without its write bits counts as read-only even for root, who could."""
+    return os.access(path, os.W_OK) and bool(path.stat().st_mode & stat.S_IWUSR)
+
+
 def write_report(directory: str | Path) -> tuple[Path, str, list[Path]]:
     sweep = load_sweep(directory)
-    text, outcome, plots = build_report(sweep)
-    path = sweep.directory / "report.md"
-    path.write_text(text)
+    fix = "make it writable, or copy the sweep somewhere writable (cp -r) and report the copy"
+    if not writable(sweep.directory):
+        raise ValueError(f"{sweep.directory}: the sweep directory is read-only, and the report is written there; {fix}")
+    try:
+        text, outcome, plots = build_report(sweep)
+        path = sweep.directory / "report.md"
+        path.write_text(text)
+    except OSError as err:
+        raise ValueError(f"{err.filename or sweep.directory}: {err.strerror or err}; {fix}") from None
     return path, outcome, plots
 
 

@@ -1,15 +1,24 @@
 """A lab sweep read back from disk: each job's result.json, grouped into points (a setting of the swept
-parameters) with one value per seed; and the question's `lab` section of the config."""
+parameters) with one value per seed; the jobs that left no result; and the question's `lab` section of the config.
+
+Hydra's basic sweeper writes the plan of the multirun (its parameters and the command's overrides) into
+`multirun.yaml` before the first job: from it the sweep knows which jobs should be there, so a job that never ran is
+listed as missing, and a folder left by an earlier sweep in the same directory is refused rather than mixed in.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import yaml
+from omegaconf import DictConfig, OmegaConf
 
 from .claims import Stat
+
+FAILED = "failed.json"  # what a job that failed leaves (zoo.entry.sweep_summary; the lab does not import entries)
+RERUN = "re-run the sweep into a fresh hydra.sweep.dir"
 
 
 @dataclass
@@ -22,6 +31,15 @@ class Job:
 
 
 @dataclass
+class Unfinished:
+    """A job of the sweep without a result: it failed, was stopped, or never started."""
+
+    name: str  # its folder's name (the job number), or "#<n>" for a planned job without a folder
+    params: dict[str, str] | None  # None: its overrides are unknown (it may be any point)
+    why: str
+
+
+@dataclass
 class Sweep:
     directory: Path
     lab: dict
@@ -29,6 +47,8 @@ class Sweep:
     swept: list[str]  # parameters that differ between jobs, the seed excluded
     points: dict[tuple, dict[str, str]]  # point key -> its parameters
     members: dict[tuple, list[Job]]  # point key -> its jobs (one per seed)
+    unfinished: list[Unfinished] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)  # the command line's overrides (multirun.yaml)
 
     def stat(self, key: tuple, metric: str) -> Stat | None:
         values = [j.metrics[metric] for j in self.members[key] if metric in j.metrics]
@@ -51,8 +71,7 @@ def short(param: str) -> str:
 
 
 def _job_order(path: Path):
-    name = path.parent.name
-    return (0, int(name)) if name.isdigit() else (1, name)
+    return (0, int(path.name)) if path.name.isdigit() else (1, path.name)
 
 
 def _wall_time(job_dir: Path) -> float | None:
@@ -63,10 +82,35 @@ def _wall_time(job_dir: Path) -> float | None:
     return None
 
 
+def read_yaml(path: Path):
+    """A config file of the sweep, or a one-line error naming it."""
+    try:
+        return OmegaConf.load(path)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        problem = f"{getattr(err, 'problem', None) or 'not YAML'}" + (f" at line {where.line + 1}" if where else "")
+        raise ValueError(f"{path}: damaged ({problem}); {RERUN}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not readable ({err}); {RERUN}") from None
+
+
+def read_json(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as err:  # a job cut off while writing it leaves half a file
+        raise ValueError(f"{path}: not valid JSON ({err.msg}, line {err.lineno}); {RERUN}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not readable ({err}); {RERUN}") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a job's record (a JSON object); {RERUN}")
+    return record
+
+
 def lab_section(directory: Path) -> dict:
     for candidate in [*sorted(directory.glob("*/config_resolved.yaml")), directory / "multirun.yaml"]:
         if candidate.is_file():
-            lab = OmegaConf.load(candidate).get("lab")
+            config = read_yaml(candidate)
+            lab = config.get("lab") if isinstance(config, DictConfig) else None
             if lab is not None:
                 return OmegaConf.to_container(lab, resolve=False)
     raise ValueError(
@@ -75,21 +119,97 @@ def lab_section(directory: Path) -> dict:
     )
 
 
+def _holds_a_job(folder: Path) -> bool:
+    return any((folder / name).exists() for name in ("result.json", FAILED, ".hydra"))
+
+
+def _params(overrides) -> dict[str, str]:
+    return dict(str(o).split("=", 1) for o in overrides or [] if "=" in str(o))
+
+
+def _planned(multirun: Path) -> tuple[list[dict[str, str]] | None, list[str]]:
+    """(the parameters of every job the multirun was to run, None when unknown; the command line's overrides)."""
+    if not multirun.is_file():
+        return None, []
+    config = read_yaml(multirun)
+    hydra = config.get("hydra") if isinstance(config, DictConfig) else None
+    plan = OmegaConf.to_container(hydra, resolve=False) if isinstance(hydra, DictConfig) else {}
+    sweeper = plan.get("sweeper") or {}
+    task = [str(o) for o in (plan.get("overrides") or {}).get("task") or []]
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None, task  # another sweeper (Optuna) chooses its jobs as it goes: no plan to compare with
+    # The job list exactly as the basic sweeper builds it: its params, then the command line (the last value wins).
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    arguments = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()] + task
+    try:
+        overrides = OverridesParser.create().parse_overrides(arguments)
+        jobs = BasicSweeper.split_arguments(overrides, None)
+    except Exception:  # e.g. a glob() sweep, which needs Hydra's config loader: no plan to compare with
+        return None, task
+    return [_params(job) for batch in jobs for job in batch], task
+
+
+def _read_job(folder: Path, planned: list[dict[str, str]] | None) -> Job | Unfinished:
+    result, failed = folder / "result.json", folder / FAILED
+    if failed.is_file() and (not result.is_file() or failed.stat().st_mtime > result.stat().st_mtime):
+        record = read_json(failed)
+        error = " ".join(str(record.get("error", "no error recorded")).split())
+        return Unfinished(folder.name, _params(record.get("overrides")) or None, f"failed: {error[:300]}")
+    if not result.is_file():
+        started = folder / ".hydra" / "overrides.yaml"
+        params = (_params(read_yaml(started)) if started.is_file() else None) or None
+        if params is None and planned is not None and folder.name.isdigit() and int(folder.name) < len(planned):
+            params = planned[int(folder.name)]
+        return Unfinished(folder.name, params, "no result.json (stopped, or still running)")
+    record = read_json(result)
+    value = record.get("value")
+    if not isinstance(record.get("metric"), str) or not (value is None or _number(value)):
+        raise ValueError(
+            f"{result}: needs 'metric' (a name) and 'value' (a number or null), as train.py writes them; {RERUN}"
+        )
+    params = _params(record.get("overrides"))
+    metrics = {k: float(v) for k, v in (record.get("metrics") or {}).items() if _number(v)}
+    metrics.setdefault(record["metric"], float("nan") if value is None else float(value))
+    return Job(folder, params, metrics, record.get("series") or {}, _wall_time(folder))
+
+
+def _mixed(directory: Path, folder: str, params: dict[str, str], why: str) -> ValueError:
+    shown = " ".join(f"{k}={v}" for k, v in params.items())
+    return ValueError(f"{directory} mixes jobs of more than one sweep: job folder {folder} ({shown}) {why}; {RERUN}")
+
+
 def load_sweep(directory: str | Path) -> Sweep:
     directory = Path(directory)
     if not directory.is_dir():
         raise ValueError(f"sweep directory not found: {directory}")
     lab = lab_section(directory)
     seed_key = lab.get("seed_key", "seed")
-    jobs = []
-    for path in sorted(directory.glob("*/result.json"), key=_job_order):
-        record = json.loads(path.read_text())
-        params = dict(o.split("=", 1) for o in record.get("overrides", []) if "=" in o)
-        metrics = {k: float(v) for k, v in record.get("metrics", {}).items() if _number(v)}
-        metrics.setdefault(record["metric"], float("nan") if record["value"] is None else float(record["value"]))
-        jobs.append(Job(path.parent, params, metrics, record.get("series", {}), _wall_time(path.parent)))
+    planned, command_overrides = _planned(directory / "multirun.yaml")
+    folders = [d for d in directory.iterdir() if d.is_dir() and (d.name.isdigit() or _holds_a_job(d))]
+    jobs: list[Job] = []
+    unfinished: list[Unfinished] = []
+    seen: dict[tuple, str] = {}
+    for folder in sorted(folders, key=_job_order):
+        job = _read_job(folder, planned)
+        (jobs if isinstance(job, Job) else unfinished).append(job)
+        if job.params is None:
+            continue
+        identity = tuple(sorted(job.params.items()))
+        if identity in seen:
+            raise _mixed(directory, folder.name, job.params, f"ran the same job as folder {seen[identity]}")
+        if planned is not None and job.params not in planned:
+            raise _mixed(directory, folder.name, job.params, "is not a job of the sweep in multirun.yaml")
+        seen[identity] = folder.name
+    for number, params in enumerate(planned or []):
+        if tuple(sorted(params.items())) not in seen:
+            unfinished.append(Unfinished(f"#{number}", params, "missing (never started)"))
     if not jobs:
-        raise ValueError(f"no job of {directory} wrote a result.json (did every job fail?); see the job logs there")
+        raise ValueError(
+            f"no job of {directory} wrote a result.json (did every job fail? {len(unfinished)} without a result); "
+            "see the job logs there"
+        )
     keys = sorted({k for j in jobs for k in j.params if k != seed_key})
     swept = [k for k in keys if len({j.params.get(k) for j in jobs}) > 1]
     points: dict[tuple, dict[str, str]] = {}
@@ -98,7 +218,9 @@ def load_sweep(directory: str | Path) -> Sweep:
         key = tuple(job.params.get(k, "") for k in keys)
         points.setdefault(key, {k: job.params[k] for k in keys if k in job.params})
         members.setdefault(key, []).append(job)
-    return Sweep(directory, lab, jobs, swept, points, members)
+    if planned is None:  # no plan: the overrides every job shares are the command line's, as far as we can tell
+        command_overrides = [f"{k}={v}" for k, v in jobs[0].params.items() if all(j.params.get(k) == v for j in jobs)]
+    return Sweep(directory, lab, jobs, swept, points, members, unfinished, command_overrides)
 
 
 def _number(value) -> bool:
