@@ -97,6 +97,14 @@ def pytest_report_header(config) -> str:
     return f"data: {os.environ['ZOO_DATA_DIR']}" + (" (small fixtures; full_data tests skipped)" if ON_FIXTURES else "")
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests that read the data directory (through the `data_dir` fixture, directly or through another fixture)
+    carry the `data` marker: `.ci/run` runs them a second time on the fixtures (`-m data`)."""
+    for item in items:
+        if "data_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.data)
+
+
 def pytest_runtest_setup(item) -> None:
     if ON_FIXTURES and item.get_closest_marker("full_data") is not None:
         pytest.skip("needs the full datasets: set ZOO_DATA_DIR to them (CI: ../shared/data); running on the fixtures")
@@ -120,8 +128,9 @@ def shakespeare_path(data_dir, cache_dir) -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def cache_dir(tmp_path_factory) -> Path:
-    """Tokenizers and token memmaps are built once per test session, in a private folder."""
-    path = Path(os.environ.get("ZOO_CACHE_DIR") or tmp_path_factory.mktemp("zoo-cache"))
+    """Tokenizers and token memmaps are built once per test session, in a private folder (never a ZOO_CACHE_DIR
+    of the user's: no test may pass only because a cache was warm)."""
+    path = tmp_path_factory.mktemp("zoo-cache")
     os.environ["ZOO_CACHE_DIR"] = str(path)
     return path
 
