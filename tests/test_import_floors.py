@@ -1,4 +1,4 @@
-"""The import floors of DESIGN.md, read from the source (ast), not from what happens to be imported at run time:
+"""The import floors of docs/design.md, read from the source (ast), not from what happens to be imported at run time:
 core <- models <- tasks/interop <- lab <- entry; data beside models, importing neither models nor tasks; the lab
 imported only by the entries and the top-level scripts. No import runs back up a floor."""
 
@@ -77,7 +77,7 @@ def violations(root: Path) -> list[str]:
 
 def test_the_code_keeps_its_floors():
     problems = violations(ROOT)
-    assert not problems, "import floors broken (DESIGN.md):\n" + "\n".join(problems)
+    assert not problems, "import floors broken (docs/design.md):\n" + "\n".join(problems)
 
 
 def test_the_scan_sees_the_real_imports():
