@@ -16,7 +16,10 @@ home directory are pointed into the session's temporary directory, and the sessi
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -97,11 +100,30 @@ def pytest_report_header(config) -> str:
     return f"data: {os.environ['ZOO_DATA_DIR']}" + (" (small fixtures; full_data tests skipped)" if ON_FIXTURES else "")
 
 
+# Datasets that only a data directory holds (tiny shakespeare ships in the package, the same text either way).
+_DATASET_NAMES = re.compile(r"mnist|sst2|sst-2|glue|multi30k|wikitext|model=(bert|vit|cnn|transformer)\b", re.I)
+
+
+def _reads_a_dataset(item) -> bool:
+    """The test or a fixture it uses asks for the data directory or names one of its datasets."""
+    if "data_dir" in getattr(item, "fixturenames", ()):
+        return True
+    functions = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        functions += [d.func for d in (info.name2fixturedefs.get(name, ()) if info else ())]
+    texts = [str(getattr(getattr(item, "callspec", None), "params", ""))]
+    for function in filter(None, functions):
+        with contextlib.suppress(OSError, TypeError):
+            texts.append(inspect.getsource(function))
+    return any(_DATASET_NAMES.search(text) for text in texts)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests that read the data directory (through the `data_dir` fixture, directly or through another fixture)
-    carry the `data` marker: `.ci/run` runs them a second time on the fixtures (`-m data`)."""
+    """Tests that read a dataset of the data directory carry the `data` marker: `.ci/run` runs them a second time
+    on the fixtures (`-m data`), as a machine without a data directory runs them."""
     for item in items:
-        if "data_dir" in getattr(item, "fixturenames", ()):
+        if _reads_a_dataset(item):
             item.add_marker(pytest.mark.data)
 
 

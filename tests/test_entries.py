@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, data_dir):
-    """The issue's short run of nanoGPT's recipe: 20 steps, then validation and test."""
+def trained(tmp_path_factory):
+    """A short run of nanoGPT's recipe: 20 steps, then validation and test (tiny shakespeare, which the package
+    ships: the same text with or without a data directory)."""
     run_dir = tmp_path_factory.mktemp("run")
     result = run_script(
         "train.py", "experiment=gpt_shakespeare_char", "trainer.max_steps=20", f"hydra.run.dir={run_dir}"

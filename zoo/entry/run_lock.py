@@ -19,6 +19,8 @@ from pathlib import Path
 
 # Directories this process claimed, by (runs_root, name): a config resolved twice gets the same one.
 _claimed: dict[tuple[str, str], Path] = {}
+# The folders above them that the claims created (logs/, logs/train/, ...), deepest first when removed.
+_created_parents: list[Path] = []
 _locks: dict[Path, int] = {}
 
 
@@ -45,7 +47,9 @@ def fresh_run_dir(runs_root: str, fresh_name: str) -> str:
     if key in _claimed:
         return str(_claimed[key])
     root = Path(runs_root)
+    missing = [p for p in (root, *root.parents) if not p.exists()]
     root.mkdir(parents=True, exist_ok=True)
+    _created_parents.extend(missing)
     candidate, n = root / fresh_name, 0
     while True:
         try:
@@ -65,8 +69,9 @@ def _remove_if_empty(path: Path) -> None:
 
 @atexit.register
 def _release_unused_claims() -> None:
-    """A command that claimed a directory and wrote nothing into it (a refused start, `--cfg hydra`) leaves none."""
-    for path in _claimed.values():
+    """A command that claimed a directory and wrote nothing into it (a refused start, a multirun that resolved the
+    single-run directory too) leaves none, nor the folders created to hold it."""
+    for path in [*_claimed.values(), *sorted(_created_parents, key=lambda p: len(p.parts), reverse=True)]:
         _remove_if_empty(path)
 
 
