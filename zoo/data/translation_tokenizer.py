@@ -81,6 +81,11 @@ class TranslationTokenizer:
         """Subword ids followed by EOS (the encoder sees where the sentence ends, as in fairseq)."""
         return self.source.encode(text).ids + [EOS_ID]
 
+    def unknown_source_characters(self, text: str) -> list[str]:
+        """The characters of `text` that the source vocabulary lacks (each would be encoded as <unk>), sorted."""
+        encoding = self.source.encode(text)
+        return sorted({text[a:b] for i, (a, b) in zip(encoding.ids, encoding.offsets) if i == UNK_ID})
+
     def encode_target(self, text: str) -> list[int]:
         """Subword ids without BOS/EOS; the task builds decoder inputs (BOS + y) and labels (y + EOS)."""
         return self.target.encode(text).ids

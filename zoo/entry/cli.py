@@ -65,7 +65,7 @@ def evaluate() -> None:
         _evaluate()
 
 
-@one_line_errors(hydra_job=False)
+@one_line_errors(hydra_job=False, elsewhere="give another file, or redirect the output elsewhere")
 def generate(argv: list[str] | None = None) -> None:
     """`zoo-generate CKPT --prompt "ROMEO:"` (GPT) or `zoo-generate CKPT --source "..."` (Transformer)."""
     from zoo.entry.generate import parse_args, run

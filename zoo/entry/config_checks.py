@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 import re
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from zoo.tasks.optim import check_betas
 
 # Trainer options that take a whole number, with their smallest allowed value (-1: "no limit" for Lightning).
 TRAINER_INTEGERS = {
@@ -75,6 +77,42 @@ def _positive(cfg: DictConfig, key: str, *, zero_ok: bool = False) -> None:
         raise ValueError(f"{key} must be {need}, got {value!r}")
 
 
+def _number(cfg: DictConfig, key: str) -> None:
+    """A number, whatever its range (the schedule that takes it checks that, naming the same key)."""
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is not None and not _is_number(value):
+        raise ValueError(f"{key} must be a number, got {value!r}")
+
+
+def check_metric_is_logged(cfg: DictConfig) -> None:
+    """Refuse, before training, a run whose `optimized_metric` (a val/ metric) can never be logged: validation
+    runs every trainer.val_check_interval steps, the run stops at trainer.max_steps first, and validate=false
+    skips the pass after fit. Otherwise the run trained to the end and only then failed (e.g. the fast recipe,
+    which validates at its step 300, shortened with trainer.max_steps=5)."""
+    name = cfg.get("optimized_metric")
+    if not name or not str(name).startswith("val/") or cfg.get("validate", True) or not cfg.get("train", True):
+        return
+    if cfg.get("lab_measure") is not None or OmegaConf.select(cfg, "trainer.fast_dev_run", default=False):
+        return  # a measurement job logs no val/ metric by design; fast_dev_run returns no metric
+    trainer = cfg.get("trainer") or {}
+    max_steps, interval = trainer.get("max_steps"), trainer.get("val_check_interval")
+    limit = trainer.get("limit_val_batches")
+    fix = "or optimized_metric=train/loss (or null: no metric for a sweep)"
+    if limit == 0:
+        raise ValueError(
+            f"optimized_metric={name} is never logged: trainer.limit_val_batches=0 runs no validation and "
+            f"validate=false skips the pass after fit; set trainer.limit_val_batches, validate=true, {fix}"
+        )
+    if trainer.get("check_val_every_n_epoch") is not None or not (_is_integer(max_steps) and _is_integer(interval)):
+        return  # epoch-based or time-based validation: not decidable here
+    if 0 < max_steps < interval:
+        raise ValueError(
+            f"optimized_metric={name} is never logged: validation runs every trainer.val_check_interval={interval} "
+            f"steps, which trainer.max_steps={max_steps} never reaches, and validate=false skips the pass after fit; "
+            f"lower trainer.val_check_interval (e.g. trainer.val_check_interval={max_steps}), set validate=true, {fix}"
+        )
+
+
 def check_config(cfg: DictConfig) -> None:
     _integer(cfg, "seed")
     for key, minimum in TRAINER_INTEGERS.items():
@@ -88,3 +126,10 @@ def check_config(cfg: DictConfig) -> None:
         _integer(cfg, f"data.{key}", minimum=minimum)
     _positive(cfg, "model.optimizer.lr")
     _positive(cfg, "model.weight_decay", zero_ok=True)
+    betas = OmegaConf.select(cfg, "model.optimizer.betas", default=None)
+    if betas is not None:
+        check_betas(OmegaConf.to_container(betas) if isinstance(betas, ListConfig) else betas)
+    _integer(cfg, "model.scheduler.warmup_steps", minimum=0)
+    for key in ("decay_fraction", "min_lr_ratio"):
+        _number(cfg, f"model.scheduler.{key}")
+    check_metric_is_logged(cfg)

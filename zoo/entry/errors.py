@@ -36,14 +36,16 @@ from omegaconf.errors import (
 # Errors whose message is written for the user. Anything else is a bug and keeps its traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError)
 
-_WRITE_ELSEWHERE = "write elsewhere with hydra.run.dir=DIR (or paths.log_dir=DIR; ZOO_DATA_DIR for datasets)"
-# OSErrors that the machine causes, not the code: the path and what to do about it.
+# How to write elsewhere, in the options of the command that failed: train.py / eval.py (Hydra) by default; the
+# argparse commands (zoo-export, generate.py) name their own, since they have no hydra.run.dir.
+WRITE_ELSEWHERE = "write elsewhere with hydra.run.dir=DIR (or paths.log_dir=DIR; ZOO_DATA_DIR for datasets)"
+# OSErrors that the machine causes, not the code: the path and what to do about it ({elsewhere}: see above).
 OS_ADVICE = {
-    errno.ENOSPC: f"the disk is full; free space there or {_WRITE_ELSEWHERE}",
-    errno.EDQUOT: f"the disk quota is used up; free space there or {_WRITE_ELSEWHERE}",
-    errno.EACCES: f"fix the permissions or {_WRITE_ELSEWHERE}",
-    errno.EPERM: f"fix the permissions or {_WRITE_ELSEWHERE}",
-    errno.EROFS: f"a read-only file system; {_WRITE_ELSEWHERE}",
+    errno.ENOSPC: "the disk is full; free space there or {elsewhere}",
+    errno.EDQUOT: "the disk quota is used up; free space there or {elsewhere}",
+    errno.EACCES: "fix the permissions or {elsewhere}",
+    errno.EPERM: "fix the permissions or {elsewhere}",
+    errno.EROFS: "a read-only file system; {elsewhere}",
     errno.ENOTDIR: "a part of the path is a file, not a folder; give a folder path",
 }
 
@@ -74,21 +76,22 @@ def _run_dir() -> str | None:
     return None
 
 
-def os_error_message(error: OSError) -> str:
+def os_error_message(error: OSError, elsewhere: str = WRITE_ELSEWHERE) -> str:
     """`<path>: <what the system said>; <what to do>`; a write that fails without a file name (closing a full
     file) names the run's output directory."""
     path = error.filename
     if path is None:
         run_dir = _run_dir()
         path = f"writing in {run_dir}" if run_dir else "writing a file"
-    return f"{path}: {error.strerror or errno.errorcode.get(error.errno, error.errno)}; {OS_ADVICE[error.errno]}"
+    advice = OS_ADVICE[error.errno].format(elsewhere=elsewhere)
+    return f"{path}: {error.strerror or errno.errorcode.get(error.errno, error.errno)}; {advice}"
 
 
-def user_message(error: BaseException) -> str | None:
+def user_message(error: BaseException, elsewhere: str = WRITE_ELSEWHERE) -> str | None:
     """The one line to print for a user error, or None for a bug (which keeps its traceback)."""
     cause = _root_cause(error)
     if isinstance(cause, OSError) and cause.errno in OS_ADVICE:
-        return os_error_message(cause)
+        return os_error_message(cause, elsewhere)
     if isinstance(cause, (MissingMandatoryValue, InterpolationToMissingValueError)):
         # The key left as ???; an interpolation to it names it only in its message.
         named = re.search(r"Missing mandatory value: (\S+)", str(cause))
@@ -107,12 +110,13 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def one_line_errors(fn=None, *, hydra_job: bool = True):
+def one_line_errors(fn=None, *, hydra_job: bool = True, elsewhere: str = WRITE_ELSEWHERE):
     """Run `fn`; on a user error print `error: <message>` to stderr and exit 1 without a traceback (in a multirun:
     see `_failed_job`). `hydra_job=False` for the argparse commands (generate, export), which are never a job of a
-    sweep, whatever Hydra state the process holds."""
+    sweep, whatever Hydra state the process holds; `elsewhere`: how to write elsewhere with this command's own
+    options, for a full disk or a permission error."""
     if fn is None:
-        return functools.partial(one_line_errors, hydra_job=hydra_job)
+        return functools.partial(one_line_errors, hydra_job=hydra_job, elsewhere=elsewhere)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -121,7 +125,7 @@ def one_line_errors(fn=None, *, hydra_job: bool = True):
         except Exception as error:
             if hydra_job and _in_multirun():
                 return _failed_job(error)
-            message = user_message(error)
+            message = user_message(error, elsewhere)
             if full_error_requested() or message is None:
                 raise
             print(f"error: {message}", file=sys.stderr)

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import secrets
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +21,9 @@ from zoo.tasks.checkpoint import check_checkpoint_file
 # whose data recorded only the ids.
 GLUE_LABEL_NAMES = {"sst2": ["negative", "positive"]}
 ZOO_FORMAT_FILES = ("config.json", "model.safetensors", "README.md")
+# What --overwrite may replace: a directory holding only files that an export writes (in either format). Anything
+# else there (a checkout, a home directory given by mistake) is refused rather than deleted.
+EXPORTED_NAMES = frozenset(EXPORT_FILES) | frozenset(ZOO_FORMAT_FILES)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -41,18 +47,70 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="A,B,...",
         help="class names in class-id order, for a classifier whose checkpoint records none",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace the files of an earlier export in DIRECTORY")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier export in DIRECTORY: its whole content, swapped in once this export is written",
+    )
     return p.parse_args(argv)
 
 
-def _prepare(directory: Path, overwrite: bool, names: tuple[str, ...]) -> None:
+def _check_target(directory: Path, overwrite: bool) -> None:
+    """Before anything is written: DIRECTORY is new, empty, or (with --overwrite) an earlier export."""
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"{directory} is a file; give a directory to export into")
-    if directory.is_dir() and any(directory.iterdir()):
-        if not overwrite:
-            raise ValueError(f"{directory} is not empty; choose a new directory or pass --overwrite")
-        for name in names:  # files of an earlier export that this one might not write again
-            (directory / name).unlink(missing_ok=True)
+    if not directory.is_dir() or not any(directory.iterdir()):
+        return
+    if not overwrite:
+        raise ValueError(f"{directory} is not empty; choose a new directory or pass --overwrite")
+    foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in directory.iterdir() if p.name not in EXPORTED_NAMES)
+    if foreign:
+        raise ValueError(
+            f"{directory} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, which no export "
+            "writes; --overwrite replaces only an earlier export's directory: choose a new directory"
+        )
+
+
+@contextlib.contextmanager
+def _staged(directory: Path):
+    """Yield a fresh staging directory beside `directory`; once the export in it is complete, its files replace
+    `directory`'s content whole: nothing of an earlier export remains (a tokenizer file it wrote and this one does
+    not would be loaded with the new model), and a failing export leaves the earlier one as it was. An existing
+    directory is kept (its permissions, a shell standing in it); only its files are swapped."""
+    real = directory.resolve()  # beside the real folder: renames stay on one file system
+    real.parent.mkdir(parents=True, exist_ok=True)
+    staging = real.with_name(f".{real.name}.export-{secrets.token_hex(4)}")
+    staging.mkdir()
+    try:
+        yield staging
+        if real.is_dir():
+            _swap_files(staging, real)
+        else:
+            staging.rename(real)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already after a swap into a new directory
+
+
+def _swap_files(staging: Path, directory: Path) -> None:
+    """Move `directory`'s files aside, the staged ones in, then drop the earlier ones; put everything back if a
+    move fails (renames on one file system: nothing is copied)."""
+    aside = directory.with_name(f".{directory.name}.replaced-{secrets.token_hex(4)}")
+    aside.mkdir()
+    moved_in: list[str] = []
+    try:
+        for path in list(directory.iterdir()):
+            path.rename(aside / path.name)
+        for path in list(staging.iterdir()):
+            path.rename(directory / path.name)
+            moved_in.append(path.name)
+    except BaseException:
+        for name in moved_in:
+            (directory / name).rename(staging / name)
+        for path in list(aside.iterdir()):
+            path.rename(directory / path.name)
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside)
 
 
 def class_names(checkpoint: dict, info: dict, given: str | None) -> list[str] | None:
@@ -76,16 +134,19 @@ def _note(message: str) -> None:
 
 def run(args: argparse.Namespace) -> list[str]:
     """Export; returns the names of the files written."""
-    check_checkpoint_file(args.checkpoint)  # one-line errors for a missing, truncated or foreign file
+    # One-line errors for a missing, truncated or foreign file, naming this command's argument.
+    check_checkpoint_file(args.checkpoint, option="the CHECKPOINT argument")
     checkpoint = read_checkpoint(args.checkpoint)
     model, info = load_model_from_checkpoint(args.checkpoint)
     directory = Path(args.directory)
     if args.format == "zoo":
         if args.labels is not None:
             raise ValueError("--labels applies to --format hf (zoo's format keeps the model config only)")
-        _prepare(directory, args.overwrite, ZOO_FORMAT_FILES)
-        model.save_pretrained(directory)
-        return sorted(p.name for p in directory.iterdir() if p.name in ZOO_FORMAT_FILES)
+        _check_target(directory, args.overwrite)
+        with _staged(directory) as staging:
+            model.save_pretrained(staging)
+            files = sorted(p.name for p in staging.iterdir() if p.name in ZOO_FORMAT_FILES)
+        return files
     labels = class_names(checkpoint, info, args.labels)
     classifier = info.get("task") in ("sequence_classification", "image_classification")
     if labels is not None and not classifier:
@@ -93,15 +154,16 @@ def run(args: argparse.Namespace) -> list[str]:
             f"--labels was given, but {args.checkpoint} holds a '{info.get('task')}' model, not a classifier"
         )
     check_exportable(model)  # before touching the directory
-    _prepare(directory, args.overwrite, EXPORT_FILES)
-    files = export_hf(
-        model,
-        directory,
-        tokenizer_json=info.get("tokenizer"),
-        labels=labels,
-        image_mean=info.get("image_mean"),
-        image_std=info.get("image_std"),
-    )
+    _check_target(directory, args.overwrite)
+    with _staged(directory) as staging:
+        files = export_hf(
+            model,
+            staging,
+            tokenizer_json=info.get("tokenizer"),
+            labels=labels,
+            image_mean=info.get("image_mean"),
+            image_std=info.get("image_std"),
+        )
     if classifier and labels is None:
         _note(
             f"{args.checkpoint} records no class names, so config.json names the classes LABEL_0, LABEL_1, ...; "
@@ -114,7 +176,7 @@ def run(args: argparse.Namespace) -> list[str]:
     return files
 
 
-@one_line_errors(hydra_job=False)
+@one_line_errors(hydra_job=False, elsewhere="export into another DIRECTORY")
 def main(argv=None) -> None:
     args = parse_args(argv)
     files = run(args)

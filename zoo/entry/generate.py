@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from zoo.data import TranslationTokenizer, tokenizer_from_json
+from zoo.data.text import decode_utf8
 from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
 
@@ -33,18 +34,19 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="a file of sentences to translate, one per line ('-' reads stdin); an empty line gives an "
         "empty translation",
     )
-    t.add_argument("--beam-size", type=int, default=5, help="1 for greedy decoding (default: 5)")
-    t.add_argument("--length-penalty", type=float, default=0.6, help="GNMT's alpha (default: 0.6)")
+    # Defaults None, filled in by `translation_options`: an option given for a GPT can then be told from its default.
+    t.add_argument("--beam-size", type=int, default=None, help="1 for greedy decoding (default: 5)")
+    t.add_argument("--length-penalty", type=float, default=None, help="GNMT's alpha (default: 0.6)")
     t.add_argument(
         "--max-len-b",
         type=int,
-        default=50,
+        default=None,
         help="a translation has at most source length + this many tokens (default: 50)",
     )
-    t.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
+    t.add_argument("--batch-size", type=int, default=None, help="sentences decoded together (default: 64)")
     s = p.add_argument_group("sampling (GPT checkpoints)")
     s.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    s.add_argument("--max-new-tokens", type=int, default=200)
+    s.add_argument("--max-new-tokens", type=int, default=200, help=f"at most {MAX_NEW_TOKENS:,} (default: 200)")
     s.add_argument("--num-samples", type=int, default=1)
     s.add_argument("--temperature", type=float, default=0.8, help="0 for greedy decoding")
     s.add_argument("--top-k", type=int, default=200)
@@ -55,6 +57,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 DEVICE_TYPES = ("cpu", "cuda", "mps")
+# The translation options and their defaults; a GPT takes none of them.
+TRANSLATION_DEFAULTS = {"beam_size": 5, "length_penalty": 0.6, "max_len_b": 50, "batch_size": 64}
+# The samples are printed once complete: a count far beyond any use (a typo's extra zeros) would run for hours
+# without a line of output. A million tokens of a GPT sliding its context is already days on a CPU.
+MAX_NEW_TOKENS = 1_000_000
 
 
 def check_device(name: str) -> torch.device:
@@ -85,12 +92,26 @@ def check_options(args: argparse.Namespace) -> None:
         raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
     if args.top_p is not None and not 0.0 < args.top_p <= 1.0:  # also refuses nan
         raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
-    if args.max_new_tokens < 0:
-        raise ValueError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    if not 0 <= args.max_new_tokens <= MAX_NEW_TOKENS:
+        raise ValueError(
+            f"--max-new-tokens must be between 0 and {MAX_NEW_TOKENS:,} (the samples print only once complete), "
+            f"got {args.max_new_tokens:,}"
+        )
     if args.num_samples <= 0:
         raise ValueError(f"--num-samples must be positive, got {args.num_samples}")
-    if not math.isfinite(args.length_penalty):
+    if args.beam_size is not None and args.beam_size < 1:
+        raise ValueError(f"--beam-size must be >= 1 (1: greedy decoding), got {args.beam_size}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.max_len_b is not None and args.max_len_b < 0:
+        raise ValueError(f"--max-len-b must be >= 0, got {args.max_len_b}")
+    if args.length_penalty is not None and not math.isfinite(args.length_penalty):
         raise ValueError(f"--length-penalty must be a finite number, got {args.length_penalty}")
+
+
+def translation_options(args: argparse.Namespace) -> dict:
+    """The translation options, defaults filled in for those not given."""
+    return {k: default if getattr(args, k) is None else getattr(args, k) for k, default in TRANSLATION_DEFAULTS.items()}
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -111,11 +132,11 @@ def read_sources(args: argparse.Namespace) -> list[str]:
     if args.input is None:
         raise ValueError("a Transformer checkpoint translates: give sentences with --source or a file with --input")
     if args.input == "-":
-        return sys.stdin.read().splitlines()
+        return decode_utf8(sys.stdin.buffer.read(), Path("<standard input>"), "--input").splitlines()
     path = Path(args.input)
     if not path.is_file():
         raise FileNotFoundError(f"input file not found: {path.resolve()}")
-    return path.read_text(encoding="utf-8").splitlines()
+    return decode_utf8(path.read_bytes(), path, "--input").splitlines()
 
 
 def translate(args: argparse.Namespace) -> list[str]:
@@ -126,8 +147,7 @@ def translate(args: argparse.Namespace) -> list[str]:
     model, info = load_model_from_checkpoint(args.checkpoint, task="seq2seq")
     if info.get("tokenizer") is None:
         raise ValueError(f"{args.checkpoint} has no tokenizer stored; it cannot turn text into tokens")
-    if args.beam_size < 1 or args.batch_size < 1 or args.max_len_b < 0:
-        raise ValueError("--beam-size and --batch-size must be >= 1 and --max-len-b >= 0")
+    options = translation_options(args)
     tokenizer = TranslationTokenizer.from_json(info["tokenizer"])
     sentences = read_sources(args)
     limit = model.config.max_len
@@ -135,6 +155,12 @@ def translate(args: argparse.Namespace) -> list[str]:
     for line, text in enumerate(sentences, start=1):
         if not text.strip():
             continue
+        unknown = tokenizer.unknown_source_characters(text.strip())
+        if unknown:  # the GPT refuses them too: a translation of <unk> is a guess the user would not see
+            raise ValueError(
+                f"sentence {line} has characters {''.join(unknown)!r} that the model's source vocabulary does not "
+                "have (they would be read as <unk>); remove or replace them"
+            )
         ids = tokenizer.encode_source(text.strip())
         if len(ids) > limit:
             raise ValueError(
@@ -145,8 +171,8 @@ def translate(args: argparse.Namespace) -> list[str]:
     model.to(device)
     out = [""] * len(sentences)
     order = sorted(encoded, key=lambda i: len(encoded[i]))  # similar lengths together: little padding
-    for start in range(0, len(order), args.batch_size):
-        rows = order[start : start + args.batch_size]
+    for start in range(0, len(order), options["batch_size"]):
+        rows = order[start : start + options["batch_size"]]
         width = max(len(encoded[i]) for i in rows)
         src = torch.full((len(rows), width), tokenizer.pad_id, dtype=torch.long)
         mask = torch.zeros(len(rows), width, dtype=torch.long)
@@ -156,9 +182,9 @@ def translate(args: argparse.Namespace) -> list[str]:
         result = model.generate(
             src.to(device),
             mask.to(device),
-            beam_size=args.beam_size,
-            length_penalty=args.length_penalty,
-            max_new_tokens=min(limit, width + args.max_len_b),
+            beam_size=options["beam_size"],
+            length_penalty=options["length_penalty"],
+            max_new_tokens=min(limit, width + options["max_len_b"]),
         )
         for r, i in enumerate(rows):
             out[i] = tokenizer.decode(result[r].tolist())
@@ -166,6 +192,12 @@ def translate(args: argparse.Namespace) -> list[str]:
 
 
 def generate(args: argparse.Namespace) -> list[str]:
+    given = [f"--{k.replace('_', '-')}" for k in TRANSLATION_DEFAULTS if getattr(args, k) is not None]
+    if given:  # a GPT samples (no beam search): silently ignoring them would look as if they had been applied
+        raise ValueError(
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for translating with a Transformer checkpoint; "
+            f"{args.checkpoint} is sampled from (for greedy decoding: --temperature 0)"
+        )
     model, info = load_model_from_checkpoint(args.checkpoint, task="causal_lm")
     if info.get("tokenizer") is None:
         raise ValueError(f"{args.checkpoint} has no tokenizer stored; it cannot turn text into tokens")

@@ -1,6 +1,10 @@
 """Where a run's wall time goes: start-up (process start to the first training step), training (first step to the
 end of the last), and what follows it (the fit's last validation and checkpoint, the final validate/test passes,
-samples, teardown): time/* values in result.json, timings.json in the run directory and one line at the end."""
+samples, teardown): time/* values in result.json, timings.json in the run directory and one line at the end.
+
+In a multirun the jobs run one after another in one process: the first job's start-up counts from the process start
+(interpreter, imports, Hydra), a later job's from the start of its own train() call (`mark_job_start`), so that job 5
+does not report the four jobs before it as its start-up."""
 
 from __future__ import annotations
 
@@ -15,6 +19,21 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 # When the process start cannot be read (not Linux), start-up is counted from this module's import, which comes
 # after the interpreter and torch have loaded: the figure then says so.
 _IMPORTED = time.time()
+# When each train() call of this process started (zoo.entry.train marks it).
+_job_starts: list[float] = []
+
+
+def mark_job_start() -> None:
+    _job_starts.append(time.time())
+
+
+def job_start_time() -> tuple[float, str]:
+    """(epoch seconds this job's start-up counts from, what that moment is): the process start for the first job
+    of a process (or a run outside train()), the start of its train() call for a later job of a multirun."""
+    if len(_job_starts) > 1:
+        return _job_starts[-1], "job start"
+    started, exact = process_start_time()
+    return started, "process start" if exact else "zoo import"
 
 
 def process_start_time() -> tuple[float, bool]:
@@ -30,11 +49,11 @@ def process_start_time() -> tuple[float, bool]:
 
 
 class PhaseTimes(Callback):
-    """Marks the first training step's start and the last one's end of this process (a resumed run counts from
-    its own start). `finish()` is called by train.py once everything after fit has run."""
+    """Marks the first training step's start and the last one's end of this job (a resumed run counts from its
+    own start). `finish()` is called by train.py once everything after fit has run."""
 
     def __init__(self) -> None:
-        self.started, self.exact = process_start_time()
+        self.started, self.started_from = job_start_time()
         self.first_step: float | None = None
         self.last_step_end: float | None = None
         self.steps = 0
@@ -63,9 +82,13 @@ class PhaseTimes(Callback):
         times = self.phases()
         if not times:
             return {}
-        record = {**times, "steps": self.steps, "startup_from": "process start" if self.exact else "zoo import"}
+        record = {**times, "steps": self.steps, "startup_from": self.started_from}
         (Path(output_dir) / "timings.json").write_text(json.dumps(record, indent=2) + "\n")
-        since = "" if self.exact else " (counted from the zoo's import: the process start is not readable here)"
+        since = {
+            "process start": "",
+            "job start": " (from this job's start: the jobs before it ran in the same process)",
+            "zoo import": " (counted from the zoo's import: the process start is not readable here)",
+        }[self.started_from]
         rank_zero_info(
             f"wall time {times['time/total_s']:.1f} s: start-up {times['time/startup_s']:.1f} s{since}, "
             f"{self.steps} training steps {times['time/train_s']:.1f} s, after the last step "

@@ -20,7 +20,7 @@ from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
 from zoo.entry.config_checks import check_config
-from zoo.entry.phase_times import PhaseTimes
+from zoo.entry.phase_times import PhaseTimes, mark_job_start
 from zoo.entry.quiet import quiet, start_run_log
 from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
 from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
@@ -35,6 +35,7 @@ CTRL_C_EXIT = 130  # 128 + SIGINT, what a shell reports for a command ended by C
 
 def train(cfg: DictConfig) -> float | None:
     """Fit, then validate/test with the final weights; returns `cfg.optimized_metric` for sweepers."""
+    mark_job_start()  # a later job of a multirun counts its start-up from here (zoo.entry.phase_times)
     quiet()
     loggers: list = []
     try:
@@ -112,20 +113,41 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
 
     if trainer.fast_dev_run:
         return None
-    return _result(cfg, metrics, lab_record(trainer, metrics))
+    callback = trainer.checkpoint_callback
+    saved = (getattr(callback, "last_model_path", "") or getattr(callback, "best_model_path", "")) or None
+    return _result(cfg, metrics, lab_record(trainer, metrics), checkpoint=saved)
 
 
-def _result(cfg: DictConfig, metrics: dict, record: dict) -> float | None:
+def _result(cfg: DictConfig, metrics: dict, record: dict, checkpoint: str | None = None) -> float | None:
     name = cfg.get("optimized_metric")
     if not name:
         return None
     if name not in metrics:
-        raise ValueError(
-            f"optimized_metric '{name}' was never logged; logged metrics: {', '.join(sorted(metrics)) or 'none'}"
-        )
+        raise ValueError(_never_logged(cfg, name, metrics, checkpoint))
     value = float(metrics[name])
     save_result(cfg, name, value, **record)
     return value
+
+
+def _never_logged(cfg: DictConfig, name: str, metrics: dict, checkpoint: str | None) -> str:
+    """Why `optimized_metric` is missing after the run, how to fix it, and that the run's work is kept (the error
+    only means there is no value to return to a sweeper)."""
+    logged = ", ".join(sorted(metrics)) or "none"
+    stage = name.split("/", 1)[0]
+    trainer = cfg.get("trainer") or {}
+    if stage == "val" and not any(k.startswith("val/") for k in metrics):
+        after = "" if cfg.get("validate", True) else ", and validate=false skipped the pass after fit"
+        why = (
+            f"validation runs every trainer.val_check_interval={trainer.get('val_check_interval')} steps and did not "
+            f"run within trainer.max_steps={trainer.get('max_steps')}{after}"
+        )
+        how = "lower trainer.val_check_interval, set validate=true, or set optimized_metric=train/loss (or null)"
+    elif stage == "test" and not cfg.get("test", False):
+        why, how = "test=false skipped the test pass", "set test=true, or optimized_metric to a logged metric (or null)"
+    else:
+        why, how = f"logged metrics: {logged}", "set optimized_metric to one of them (or null)"
+    kept = f"; the run's checkpoint is kept: {checkpoint}" if checkpoint else ""
+    return f"optimized_metric '{name}' was never logged ({why}); {how}{kept}"
 
 
 @rank_zero_only

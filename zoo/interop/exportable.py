@@ -7,7 +7,10 @@ format (`model.save_pretrained(dir)`), which keeps every config field.
 
 from __future__ import annotations
 
-from zoo.models import Transformer, ZooModel
+from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
+
+# The zoo models that have a Hugging Face class (GPT2LMHeadModel, BertFor*, ViTForImageClassification).
+HF_CLASSES = (GPT, BERT, ViT)
 
 ZOO_FORMAT_HINT = (
     "save it in zoo's own format instead: `zoo-export CKPT DIR --format zoo` or "
@@ -22,6 +25,12 @@ def check_exportable(model: ZooModel) -> None:
             "the encoder-decoder Transformer has no faithful Hugging Face class (it is torch.nn.Transformer's layout: "
             "a LayerNorm after each post-LN stack and interleaved sinusoids, which MarianMT/BART do not compute); "
             + ZOO_FORMAT_HINT
+        )
+    if not isinstance(model, HF_CLASSES):
+        # Checked first: the export would otherwise stop at a detail (a CNN's image normalization) that is not why.
+        raise ValueError(
+            f"the {type(model).__name__} ({model.model_type}) has no Hugging Face class to export to (GPT, BERT and "
+            f"ViT do); " + ZOO_FORMAT_HINT
         )
     switches = model.nondefault_switches()  # the lab's switches that differ from the reference
     if switches:

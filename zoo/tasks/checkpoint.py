@@ -24,12 +24,12 @@ def _checked(path: str, size: int, mtime_ns: int) -> int:
     return int(checkpoint.get("global_step", 0))
 
 
-def check_checkpoint_file(path: str | Path) -> int:
+def check_checkpoint_file(path: str | Path, *, option: str = "ckpt_path") -> int:
     """Check a checkpoint before a run builds or writes anything: present, complete, weights only, weights matching
-    their checksum. Returns its global step."""
+    their checksum. Returns its global step. `option`: what the user gave the path with, for the message."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path.resolve()}; check ckpt_path")
+        raise FileNotFoundError(f"checkpoint not found: {path.resolve()}; check {option}")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated or foreign file is not one
         raise ValueError(f"{path} is not a readable checkpoint (truncated or not written by torch.save)")
     stat = os.stat(path)

@@ -23,7 +23,7 @@ from zoo.models import BERT
 from .base import ZooTask
 from .checkpoint import load_model_from_checkpoint
 from .optim import param_groups, restarted_schedule
-from .task_text_mlm import TaskTextMLM
+from .task_text_mlm import TaskTextMLM, check_mlm_options
 
 
 def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
@@ -78,6 +78,7 @@ class SequenceClassificationTask(ZooTask):
             raise ValueError("sequence classification needs a BERT built with head='classification'")
         if net.config.num_labels < 2:
             raise ValueError(f"sequence classification needs num_labels >= 2, got {net.config.num_labels}")
+        check_mlm_options(mlm_steps, mlm_probability)
         if pretrained is not None:
             net = self._from_pretrained(net, pretrained, tokenizer)
         super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 
 import torch
+from lightning.pytorch.utilities import rank_zero_only
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler, SequentialLR
+
+log = logging.getLogger(__name__)
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -64,6 +68,8 @@ def build_optimizer(factory, params, trainer=None, model: nn.Module | None = Non
     # torch says only "Invalid learning rate: -1"; the config key is what the user can change.
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
         raise ValueError(f"model.optimizer.lr must be positive, got {lr!r}")
+    if "betas" in keywords:
+        check_betas(keywords["betas"])
     if keywords.get("fused") and trainer is not None:
         mixed = str(trainer.precision).endswith("-mixed")
         if mixed and (trainer.gradient_clip_val or 0) > 0:
@@ -77,6 +83,22 @@ def build_optimizer(factory, params, trainer=None, model: nn.Module | None = Non
     return factory(params, **extra)
 
 
+def check_betas(betas) -> None:
+    """Adam's (beta1, beta2). torch indexes them before it checks them: `betas=[0.9]` was an IndexError from inside
+    AdamW (and MuonWithAdamW, which hands them on), naming no key."""
+    pair = list(betas) if isinstance(betas, (list, tuple)) else None
+    if pair is None or len(pair) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in pair):
+        shown = pair if pair is not None else betas
+        raise ValueError(
+            f"model.optimizer.betas must be two numbers in [0, 1) (beta1, beta2), got {shown!r}; "
+            "e.g. model.optimizer.betas=[0.9,0.95]"
+        )
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _takes_model(factory) -> bool:
     try:
         return "model" in inspect.signature(factory).parameters
@@ -85,7 +107,17 @@ def _takes_model(factory) -> bool:
 
 
 def _check_schedule(what: str, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> None:
-    """The arguments every warm-up schedule shares, in one-line errors naming the config key."""
+    """The arguments every warm-up schedule shares, in one-line errors naming the config key. A warm-up as long as
+    the run or longer is warned about, not refused: a smoke run (trainer.max_steps=5 with a recipe's warm-up) is
+    one, and the schedules hand over to their decay without a jump."""
+    for key, value, integer in (
+        ("warmup_steps", warmup_steps, True),
+        ("max_steps", max_steps, True),
+        ("min_lr_ratio", min_lr_ratio, False),
+    ):
+        if not _is_number(value) or (integer and not isinstance(value, int)):
+            kind = "an integer" if integer else "a number"
+            raise ValueError(f"model.scheduler.{key} must be {kind}, got {value!r}")
     if warmup_steps < 0:
         raise ValueError(f"model.scheduler.warmup_steps must be >= 0, got {warmup_steps}")
     if max_steps <= 0:
@@ -95,6 +127,18 @@ def _check_schedule(what: str, warmup_steps: int, max_steps: int, min_lr_ratio: 
         )
     if not 0.0 <= min_lr_ratio <= 1.0:
         raise ValueError(f"model.scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+    if warmup_steps >= max_steps:
+        _warn(
+            f"model.scheduler.warmup_steps={warmup_steps} >= the schedule's max_steps={max_steps} (trainer.max_steps "
+            f"by default): the learning rate never reaches its peak; lower model.scheduler.warmup_steps below "
+            f"{max_steps} unless this is a short smoke run"
+        )
+
+
+@rank_zero_only
+def _warn(message: str) -> None:
+    # A logged warning is one line ("WARNING: ..." under train.py); warnings.warn would add the source line.
+    log.warning(message)
 
 
 def _warmup(step: int, warmup_steps: int) -> float:
@@ -134,8 +178,8 @@ def warmup_stable_decay(
     Where the warm-up runs into the decay the lower factor wins. The stable phase does not depend on the run's
     length, so a run can branch off a longer one's checkpoint and decay there."""
     _check_schedule("the WSD schedule decays before", warmup_steps, max_steps, min_lr_ratio)
-    if not 0.0 < decay_fraction <= 1.0:
-        raise ValueError(f"model.scheduler.decay_fraction must be in (0, 1], got {decay_fraction}")
+    if not _is_number(decay_fraction) or not 0.0 < decay_fraction <= 1.0:
+        raise ValueError(f"model.scheduler.decay_fraction must be in (0, 1], got {decay_fraction!r}")
     decay_steps = max(1, round(decay_fraction * max_steps))
 
     def factor(step: int) -> float:

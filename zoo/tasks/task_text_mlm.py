@@ -22,15 +22,24 @@ from zoo.data.bert_pretraining import mask_tokens
 from zoo.models.bert import BERT, MLMHead
 
 
+def check_mlm_options(steps, mlm_probability) -> None:
+    """The phase's options, checked whether it runs or not: mlm_steps=1.5 would otherwise count steps with a float,
+    and a wrong probability would wait, accepted, until someone turns the phase on."""
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise ValueError(f"model.mlm_steps must be an integer (optimizer steps; 0: no masked-LM phase), got {steps!r}")
+    if steps < 0:
+        raise ValueError(f"model.mlm_steps must be >= 0 (0: no masked-LM phase), got {steps}")
+    number = isinstance(mlm_probability, (int, float)) and not isinstance(mlm_probability, bool)
+    if not number or not 0.0 < mlm_probability < 1.0:
+        raise ValueError(f"model.mlm_probability must be in (0, 1), got {mlm_probability!r}")
+
+
 class TaskTextMLM(nn.Module):
     """The masked-LM head and loss of an encoder's self-pretraining phase."""
 
     def __init__(self, net: BERT, *, steps: int, mlm_probability: float = 0.15) -> None:
         super().__init__()
-        if steps < 0:
-            raise ValueError(f"model.mlm_steps must be >= 0, got {steps}")
-        if not 0.0 < mlm_probability < 1.0:
-            raise ValueError(f"model.mlm_probability must be in (0, 1), got {mlm_probability}")
+        check_mlm_options(steps, mlm_probability)
         c = net.config
         self.steps, self.mlm_probability = steps, mlm_probability
         self.head = MLMHead(c.hidden_size, c.vocab_size, c.hidden_act, c.layer_norm_eps)
