@@ -26,6 +26,7 @@ from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
 from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
 from zoo.lab.record import lab_record
 from zoo.tasks.checkpoint import check_resume
+from zoo.tasks.preemption import PreemptionCheckpoint
 
 # The exit status after SIGTERM (128 + 15, what a shell reports for a process the signal ended), so that a scheduler
 # sees that the job was stopped rather than finished.
@@ -95,7 +96,8 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
         try:
             trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)
         except SIGTERMException:
-            _stopped(cfg, trainer, "SIGTERM", SIGTERM_EXIT)
+            notices = [c.received.name for c in trainer.callbacks if isinstance(c, PreemptionCheckpoint) and c.received]
+            _stopped(cfg, trainer, notices[0] if notices else "SIGTERM", SIGTERM_EXIT)
         except SystemExit as stop:
             # Lightning's exit(1) while it handles Ctrl-C, once the on-exception checkpoint is written
             if isinstance(stop.__context__, KeyboardInterrupt):
