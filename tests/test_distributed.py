@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -46,9 +47,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_simulated_two_node_torchrun_job(tmp_path):
-    """torchrun --nnodes=2 --nproc-per-node=1 on localhost: Lightning reads ranks from the environment."""
-    port, run_dir = _free_port(), tmp_path / "multinode"
+@pytest.mark.parametrize("given_dir", [True, False], ids=["hydra.run.dir", "the README's command"])
+def test_simulated_two_node_torchrun_job(tmp_path, given_dir):
+    """torchrun --nnodes=2 --nproc-per-node=1 on localhost: Lightning reads ranks from the environment. Without
+    hydra.run.dir each node composes its own `${now}`; the job still writes one run directory, rank 0's."""
+    port, run_dir, log_dir = _free_port(), tmp_path / "multinode", tmp_path / "logs"
+    where = f"hydra.run.dir={run_dir}" if given_dir else f"paths.log_dir={log_dir}"
     nodes = []
     for node_rank in (0, 1):
         command = [
@@ -71,8 +75,10 @@ def test_simulated_two_node_torchrun_job(tmp_path):
             "test=false",
             "model.num_samples=0",
             "callbacks.progress_bar=null",
-            f"hydra.run.dir={run_dir}",
+            where,
         ]
+        if node_rank == 1 and not given_dir:
+            time.sleep(1.5)  # the second node starts in another second, as on a real cluster
         nodes.append(
             subprocess.Popen(
                 command,
@@ -87,6 +93,8 @@ def test_simulated_two_node_torchrun_job(tmp_path):
         assert node.returncode == 0, err[-3000:]
     logs = "".join(out + err for out, err in outputs)  # Lightning's log lines go to stdout (zoo.entry.quiet)
     assert "MEMBER: 1/2" in logs and "MEMBER: 2/2" in logs
+    if not given_dir:
+        (run_dir,) = (log_dir / "train" / "runs").iterdir()  # one directory for the job, not one per node
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,32 @@ def test_ckpt_path_last_with_nothing_to_resume_leaves_no_directory(tmp_path):
     assert_one_line_error(result, "ckpt_path=last: no earlier run")
     runs = logs / "train" / "runs"
     assert not runs.exists() or list(runs.iterdir()) == []
+
+
+def test_under_torchrun_without_a_job_id_every_rank_takes_the_directory_rank_zero_claimed(tmp_path):
+    """The ranks of a torchrun job (static rendezvous: no run id) join the agent's store, a TCPStore at
+    MASTER_ADDR:MASTER_PORT, stood up here by the test; each composes another second, all get rank 0's claim."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=60))
+    runs_root = tmp_path / "runs"
+    code = "import sys; from zoo.entry.run_lock import fresh_run_dir; print(fresh_run_dir(sys.argv[1], sys.argv[2]))"
+    ranks = []
+    for rank, second in ((1, "12-00-05"), (0, "12-00-03")):  # rank 1 asks first: it waits for rank 0
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "TORCHELASTIC_RUN_ID": "none",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(store.port),
+        }
+        env.pop("SLURM_JOB_ID", None)
+        command = [sys.executable, "-c", code, str(runs_root), second]
+        ranks.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [rank.communicate(timeout=120) for rank in ranks]
+    assert all(rank.returncode == 0 for rank in ranks), [err[-2000:] for _, err in outputs]
+    assert outputs[0][0].strip() == outputs[1][0].strip() == str(runs_root / "12-00-03")

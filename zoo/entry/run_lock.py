@@ -3,7 +3,8 @@
 Runs started in the same second (a job array, a loop of `python train.py ... &`) would all be named after that
 second; a fresh run therefore claims its directory with an exclusive `mkdir`, taking the next free name
 (`<second>`, `<second>-1`, ...). The processes of one multi-process job (torchrun, srun) must share one directory
-instead: they take it from the launcher's job id. A run that continues an earlier directory (ckpt_path=last,
+instead: they take it from the launcher's job id, or, under torchrun without one, from rank 0 through torchrun's
+store. A run that continues an earlier directory (ckpt_path=last,
 auto_resume, hydra.run.dir of an existing run) locks it for as long as it runs, so that two processes never write
 one run. The lock is an `flock` on the directory itself: no lock file is left behind, and the kernel releases it
 when the process ends, however it ends.
@@ -15,6 +16,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+from datetime import timedelta
 from pathlib import Path
 
 # Directories this process claimed, by (runs_root, name): a config resolved twice gets the same one.
@@ -38,11 +40,36 @@ def _launcher_job_id() -> str | None:
     return None
 
 
+def _torchrun_store():
+    """torchrun's own key-value store (the agent's, which its workers join as clients), or None elsewhere."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    from torch.distributed import TCPStore
+
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    return TCPStore(host, port, is_master=False, timeout=timedelta(seconds=600))
+
+
 def fresh_run_dir(runs_root: str, fresh_name: str) -> str:
-    """A directory under `runs_root` that no other run uses: `fresh_name` or the first free `fresh_name-N`."""
+    """A directory under `runs_root` that no other run uses: `fresh_name` or the first free `fresh_name-N`. The
+    processes of one job share one: named after the launcher's job id, or, under torchrun without one, the
+    directory rank 0 claims, passed to the other ranks through torchrun's store (each node composes its own
+    `${now}`, seconds apart)."""
     job_id = _launcher_job_id()
     if job_id is not None:  # every process of the job computes the same name, whenever it starts
         return f"{runs_root}/{job_id}"
+    store = _torchrun_store() if int(os.environ.get("WORLD_SIZE") or 1) > 1 else None
+    if store is not None:
+        key = f"zoo/run_dir/{runs_root}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        if int(os.environ.get("RANK", "0")) != 0:
+            return store.get(key).decode()  # waits until rank 0 has set it
+        claimed = _claim(runs_root, fresh_name)
+        store.set(key, claimed)
+        return claimed
+    return _claim(runs_root, fresh_name)
+
+
+def _claim(runs_root: str, fresh_name: str) -> str:
     key = (runs_root, fresh_name)
     if key in _claimed:
         return str(_claimed[key])
