@@ -13,6 +13,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from zoo.core.weights_file import torch_load_weights
 from zoo.models.hub import CHECKSUM_KEY, verify_weights, weights_checksum
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -55,8 +56,6 @@ def _load_safetensors(file: Path) -> dict[str, torch.Tensor]:
 
 
 def _load_bin(file: Path) -> dict[str, torch.Tensor]:
-    from zoo.tasks.checkpoint import torch_load_weights  # zoo.tasks imports Lightning: only for .bin files
-
     return torch_load_weights(file)
 
 

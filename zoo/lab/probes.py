@@ -1,5 +1,5 @@
 """Probes: Lightning callbacks that measure the inside of a model while it trains, turned on from config
-(`callbacks=lab` or `+callbacks.attention_probe=...`).
+(`callbacks=probes` or `+callbacks.attention_probe=...`).
 
 They log like any metric (`probe/<quantity>/<layer or group>`, to every logger, at the trainer's step) and keep
 what they logged, so train.py writes it into the job's result.json (`lab_record`) for the lab report.
