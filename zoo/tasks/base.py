@@ -22,6 +22,7 @@ from zoo.models import ZooModel
 from .checkpoint import build_model, check_same_model, read_checkpoint
 from .factories import describe_partial, rebuild_partial
 from .optim import build_optimizer, param_groups
+from .token_loss import TokenWindow
 from .weights_checksum import record_checksum, verify_checkpoint
 
 
@@ -72,6 +73,7 @@ class ZooTask(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.tokenizer = tokenizer
         self.flops_per_batch: float | None = None  # of the training batch in flight; read by ThroughputMonitor
+        self._token_window = TokenWindow()
         if compile:
             net.compile()
 
@@ -101,6 +103,29 @@ class ZooTask(L.LightningModule):
         """The per-step schedule from the scheduler partial; a task with training phases may chain several."""
         return self.scheduler_factory(optimizer)
 
+    # ---- losses over target tokens (zoo.tasks.token_loss) ----------------------------------------------
+    def token_loss(self, mean: torch.Tensor, count: int | torch.Tensor) -> torch.Tensor:
+        """The training loss to return for a micro-batch whose loss is `mean` per target token over `count`
+        (local) target tokens: over the optimizer step, the gradient is that of the sum of the token losses over
+        the step's target tokens on all ranks and micro-batches. One process without accumulation: `mean` itself."""
+        if self._trainer is None:  # a step called by hand, outside fit
+            return mean
+        return self._token_window.scale(mean, count, self.trainer)
+
+    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None) -> None:
+        if optimizer_closure is None:
+            return super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+
+        # The closure runs the window's last training step and backward; the correction follows it directly, so
+        # that callbacks' on_before_optimizer_step (gradient-norm probes) and gradient clipping see the final
+        # gradients.
+        def closure():
+            result = optimizer_closure()
+            self._token_window.correct(optimizer, self.trainer)
+            return result
+
+        return super().optimizer_step(epoch, batch_idx, optimizer, closure)
+
     # ---- throughput (read by ZooThroughputMonitor) -------------------------------------------------------
     def batch_samples(self, batch) -> int:
         """Sequences (or images) in a batch."""
@@ -117,6 +142,8 @@ class ZooTask(L.LightningModule):
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         self.flops_per_batch = self.batch_flops(batch)
+        if batch_idx % self.trainer.accumulate_grad_batches == 0:  # Lightning's own rule for a window's first batch
+            self._token_window.reset()
 
     # ---- checkpoints ---------------------------------------------------------------------------------------
     def checkpoint_extras(self) -> dict:

@@ -154,11 +154,13 @@ class SequenceClassificationTask(ZooTask):
         if self.task_mlm is not None and self.task_mlm.active(self.global_step):
             # train/loss is what is minimized in either phase. A separate train/mlm_loss would be carried on,
             # stale, into every later row by Lightning (it re-logs a step metric's last value until the epoch ends).
-            loss = self.task_mlm.loss(self.net, batch)
+            loss, masked = self.task_mlm.loss_and_count(self.net, batch)
             self.log("train/loss", loss, prog_bar=True)
             if self.global_step == self.task_mlm.steps - 1:
                 rank_zero_info(f"masked-LM phase done after {self.task_mlm.steps} steps; training the classifier")
-            return self._with_idle_parameters(loss, self.net.pooler, self.net.classifier)
+            # Over the masked tokens of the whole optimizer step (zoo.tasks.token_loss); the classifier's loss after
+            # the phase is one per sequence and keeps its mean.
+            return self._with_idle_parameters(self.token_loss(loss, masked), self.net.pooler, self.net.classifier)
         logits = self(batch)
         loss = F.cross_entropy(logits.float(), batch.labels)
         if self.task_mlm is not None:

@@ -53,12 +53,14 @@ class BertPretrainingTask(ZooTask):
         return out, targets, mlm, nsp
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        _, _, mlm, nsp = self._losses(batch)
-        loss = mlm + self.hparams.nsp_weight * nsp
-        self.log("train/loss", loss, prog_bar=True)
+        _, targets, mlm, nsp = self._losses(batch)
+        self.log("train/loss", mlm + self.hparams.nsp_weight * nsp, prog_bar=True)
         self.log("train/mlm_loss", mlm)
         self.log("train/nsp_loss", nsp)
-        return loss
+        # MLM over the masked tokens of the whole optimizer step (all ranks and micro-batches); NSP, one loss per
+        # sequence, keeps its mean per micro-batch, added as before (exact over ranks; under accumulation it shares
+        # the step's token correction, see zoo.tasks.token_loss).
+        return self.token_loss(mlm, targets.numel()) + self.hparams.nsp_weight * nsp
 
     def batch_samples(self, batch) -> int:
         return batch.input_ids.shape[0]

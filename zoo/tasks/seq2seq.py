@@ -81,8 +81,9 @@ class Seq2SeqTask(ZooTask):
     # ---- training ------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss, tokens = self._loss(batch, smoothing=self.hparams.label_smoothing)
-        self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
-        return loss
+        self.log("train/loss", loss, prog_bar=True, batch_size=tokens)  # per target token, whatever is returned
+        # Normalised by the target tokens of the whole optimizer step (all ranks, all accumulated micro-batches).
+        return self.token_loss(loss, tokens)
 
     def batch_samples(self, batch) -> int:
         return batch["src"].shape[0]

@@ -67,6 +67,10 @@ class TaskTextMLM(nn.Module):
 
     def loss(self, net: BERT, batch) -> torch.Tensor:
         """Mask the batch's real, non-special tokens and return the cross-entropy of predicting them."""
+        return self.loss_and_count(net, batch)[0]
+
+    def loss_and_count(self, net: BERT, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean cross-entropy over the masked tokens, and their number (a tensor: no sync with the device)."""
         if self._mask_id is None:
             raise RuntimeError("TaskTextMLM.use_tokenizer must be called before the first MLM step")
         ids = batch.input_ids
@@ -83,4 +87,4 @@ class TaskTextMLM(nn.Module):
         hidden, _ = net.encode(inputs, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask)
         chosen = labels != -100
         logits = self.head(hidden[chosen], net.tok_emb)
-        return F.cross_entropy(logits.float(), labels[chosen])
+        return F.cross_entropy(logits.float(), labels[chosen]), chosen.sum()
