@@ -62,10 +62,10 @@ _SOURCE_CACHES = {".git", ".venv", "venv", ".pytest_cache", ".ruff_cache", "__py
 _USER_STATE = {"logs", "data", "outputs", "multirun", "wandb", "lightning_logs"}
 
 
-def checkout_state() -> dict[str, tuple[int, int]]:
-    """(size, mtime) of every file in the checkout outside git's and Python's own caches."""
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file under `root` outside git's and Python's own caches, by path."""
     state = {}
-    for folder, subfolders, files in os.walk(ROOT):
+    for folder, subfolders, files in os.walk(root):
         subfolders[:] = [d for d in subfolders if d not in _SOURCE_CACHES and not d.endswith(".egg-info")]
         for name in files:
             path = Path(folder, name)
@@ -73,26 +73,40 @@ def checkout_state() -> dict[str, tuple[int, int]]:
                 stat = path.stat()
             except FileNotFoundError:  # a dangling link
                 continue
-            state[str(path.relative_to(ROOT))] = (stat.st_size, stat.st_mtime_ns)
+            state[str(path)] = (stat.st_size, stat.st_mtime_ns)
     return state
 
 
+def _watched() -> dict[str, tuple[int, int]]:
+    """The checkout, and the data directory where it lies outside it (the full datasets: read, never written)."""
+    state = tree_state(ROOT)
+    data = Path(os.environ["ZOO_DATA_DIR"]).resolve()
+    if data.is_dir() and not data.is_relative_to(ROOT.resolve()):
+        state.update(tree_state(data))
+    return state
+
+
+def _is_user_state(path: str) -> bool:
+    inside = Path(path).resolve().is_relative_to(ROOT.resolve())
+    return not inside or Path(path).relative_to(ROOT).parts[0] in _USER_STATE
+
+
 def pytest_sessionstart(session) -> None:
-    session.config._zoo_checkout_state = checkout_state()
+    session.config._zoo_watched_state = _watched()
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    before, after = session.config._zoo_checkout_state, checkout_state()
-    # Files that appeared or went anywhere, and any change to the user's state; a source file edited while the
-    # suite runs is the developer's doing, not a test's.
+    before, after = session.config._zoo_watched_state, _watched()
+    # Files that appeared or went anywhere, and any change to the user's state or the data; a source file edited
+    # while the suite runs is the developer's doing, not a test's.
     changed = sorted(
         p
         for p in before.keys() | after.keys()
-        if (p in before) != (p in after) or (Path(p).parts[0] in _USER_STATE and before[p] != after[p])
+        if (p in before) != (p in after) or (_is_user_state(p) and before[p] != after[p])
     )
     if changed:
         listing = "\n  ".join(changed[:20]) + ("\n  ..." if len(changed) > 20 else "")
-        print(f"\nFAILED: the test session changed {len(changed)} file(s) in the checkout:\n  {listing}")
+        print(f"\nFAILED: the test session changed {len(changed)} file(s) outside its temporary folders:\n  {listing}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

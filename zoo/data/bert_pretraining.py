@@ -26,7 +26,7 @@ from .atomic import atomic_write
 from .batching import per_device_batch_size
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .resumable import resumable_sampler, seeded_loader
-from .sources import default_data_dir, resolve_dataset
+from .sources import default_cache_dir, default_data_dir, resolve_dataset
 from .text import read_text_file
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer
 
@@ -279,7 +279,7 @@ class BertPretrainingDataModule(L.LightningDataModule):
         if val_files is None and not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer: WordPieceTokenizer | None = None
         self._datasets: dict[str, PairDataset] = {}
         self.per_device_batch_size = batch_size

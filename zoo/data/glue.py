@@ -22,7 +22,7 @@ from .batching import per_device_batch_size
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
 from .resumable import ResumableShuffle, resumable_sampler, seeded_loader
-from .sources import default_data_dir, resolve_dataset
+from .sources import default_cache_dir, default_data_dir, resolve_dataset
 from .text import decode_utf8
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer, tokenizer_from_source
 
@@ -156,7 +156,7 @@ class GlueDataModule(L.LightningDataModule):
         if block_size < 3 or batch_size <= 0:
             raise ValueError(f"need block_size >= 3 (got {block_size}) and batch_size > 0 (got {batch_size})")
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer: WordPieceTokenizer | None = None
         self._rows: dict[str, list[tuple]] = {}
         self._datasets: dict[str, PairDataset] = {}

@@ -21,7 +21,7 @@ from .image_sources import (
     load_mnist,
 )
 from .resumable import resumable_sampler, seeded_loader
-from .sources import default_data_dir
+from .sources import default_cache_dir, default_data_dir
 
 # Per-dataset facts: native size and channels, normalization statistics (of the training images), and whether a
 # horizontal flip keeps the label (not for digits).
@@ -98,7 +98,7 @@ class ImageClassificationDataModule(L.LightningDataModule):
         if mixup_alpha < 0 or cutmix_alpha < 0:
             raise ValueError("mixup_alpha and cutmix_alpha must be >= 0 (0 turns them off)")
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._folder_classes: list[str] | None = None
         self._splits: dict[str, Dataset] = {}
         self.per_device_batch_size = batch_size

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from .atomic import atomic_write
 from .batching import per_device_batch_size
 from .resumable import ResumableShuffle, check_fills_a_batch
-from .sources import default_data_dir, resolve_dataset
+from .sources import default_cache_dir, default_data_dir, resolve_dataset
 from .text import read_text_file
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
 from .windows import DisjointWindows, RandomWindows
@@ -63,7 +63,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         if block_size <= 0 or batch_size <= 0:
             raise ValueError(f"block_size ({block_size}) and batch_size ({batch_size}) must be positive")
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer = None
         self._splits: dict[str, np.ndarray] = {}
         self.per_device_batch_size = batch_size

@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .resumable import resumable_sampler, seeded_loader
-from .sources import default_data_dir, resolve_dataset
+from .sources import default_cache_dir, default_data_dir, resolve_dataset
 from .text import decode_utf8
 from .translation_tokenizer import BOS_ID, EOS_ID, PAD_ID, TranslationTokenizer
 
@@ -159,7 +159,7 @@ class TranslationDataModule(L.LightningDataModule):
                 f"and max_length >= 2 (got {max_length})"
             )
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else self.data_dir / "cache"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer: TranslationTokenizer | None = None
         self._encoded: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         self._text: dict[str, tuple[list[str], list[str]]] = {}
