@@ -119,7 +119,7 @@ def test_logger_configs(logger, tmp_path, monkeypatch):
 @pytest.mark.parametrize("callbacks", options("callbacks"))
 def test_callback_configs(callbacks, tmp_path):
     cfg = compose_train(tmp_path, [f"callbacks={callbacks}"])
-    assert len(build_callbacks(cfg.get("callbacks"))) == {"default": 8, "probes": 13, "none": 0}[callbacks]
+    assert len(build_callbacks(cfg.get("callbacks"))) == {"default": 9, "probes": 14, "none": 0}[callbacks]
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))

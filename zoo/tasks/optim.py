@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+from collections.abc import Sequence
 
 import torch
 from lightning.pytorch.utilities import rank_zero_only
@@ -86,7 +87,9 @@ def build_optimizer(factory, params, trainer=None, model: nn.Module | None = Non
 def check_betas(betas) -> None:
     """Adam's (beta1, beta2). torch indexes them before it checks them: `betas=[0.9]` was an IndexError from inside
     AdamW (and MuonWithAdamW, which hands them on), naming no key."""
-    pair = list(betas) if isinstance(betas, (list, tuple)) else None
+    # Any sequence: a YAML list reaches here as an OmegaConf ListConfig when the config is instantiated without
+    # conversion.
+    pair = list(betas) if isinstance(betas, Sequence) and not isinstance(betas, str) else None
     if pair is None or len(pair) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in pair):
         shown = pair if pair is not None else betas
         raise ValueError(
