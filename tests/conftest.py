@@ -188,6 +188,19 @@ def start_directory(tmp_path_factory, monkeypatch) -> Path:
     return path
 
 
+# A GPT run of a few steps with nothing around it (no validation, test, samples, progress bar or summary); add
+# trainer.max_steps and an optimized_metric.
+QUIET_SHORT_RUN = [
+    "trainer.val_check_interval=100000",
+    "trainer.num_sanity_val_steps=0",
+    "validate=false",
+    "test=false",
+    "model.num_samples=0",
+    "callbacks.progress_bar=null",
+    "callbacks.model_summary=null",
+]
+
+
 def run_script(script: str, *args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 600):
     """Run one of the top-level scripts like a user would, from the test's start directory unless `cwd` is given;
     returns the CompletedProcess."""

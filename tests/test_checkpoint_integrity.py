@@ -21,18 +21,9 @@ from zoo.tasks.atomic_checkpoint_io import AtomicCheckpointIO, remove_orphans, t
 from zoo.tasks.checkpoint import check_checkpoint_file, read_checkpoint, torch_load_weights
 from zoo.tasks.weights_checksum import verify_checkpoint
 
-from conftest import ROOT, assert_ok, assert_one_line_error, run_script
+from conftest import QUIET_SHORT_RUN, ROOT, assert_ok, assert_one_line_error, run_script
 
-FAST = [
-    "trainer.val_check_interval=100000",
-    "trainer.num_sanity_val_steps=0",
-    "validate=false",
-    "test=false",
-    "model.num_samples=0",
-    "optimized_metric=null",
-    "callbacks.progress_bar=null",
-    "callbacks.model_summary=null",
-]
+FAST = [*QUIET_SHORT_RUN, "optimized_metric=null"]
 
 
 def step_of(path: Path) -> int:

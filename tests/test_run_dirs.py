@@ -21,19 +21,10 @@ import torch
 
 from zoo.entry.run_lock import fresh_run_dir, lock_run_dir, unlock_run_dir
 
-from conftest import ROOT, assert_ok, assert_one_line_error, run_script
+from conftest import QUIET_SHORT_RUN, ROOT, assert_ok, assert_one_line_error, run_script
 
-FAST = [
-    "trainer.val_check_interval=100000",
-    "trainer.num_sanity_val_steps=0",
-    "validate=false",
-    "test=false",
-    "model.num_samples=0",
-    "callbacks.progress_bar=null",
-    "callbacks.model_summary=null",
-    "trainer.log_every_n_steps=1",
-    "optimized_metric=train/loss",  # result.json without a validation pass
-]
+# optimized_metric=train/loss: result.json without a validation pass
+FAST = [*QUIET_SHORT_RUN, "trainer.log_every_n_steps=1", "optimized_metric=train/loss"]
 MUON = "model.optimizer._target_=zoo.tasks.muon.MuonWithAdamW"
 
 

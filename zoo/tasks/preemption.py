@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from lightning.pytorch.callbacks import Checkpoint
@@ -41,7 +42,8 @@ class PreemptionCheckpoint(Checkpoint):
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         # Installed before Lightning installs its handlers, which then leave these signals to this one.
-        if stage != "fit" or os.name == "nt":
+        # Python installs signal handlers only from the main thread (a Trainer run in another thread gets none).
+        if stage != "fit" or os.name == "nt" or threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer
         for sig in self.signals:
