@@ -208,7 +208,8 @@ def test_eval_of_a_gpt_checkpoint_on_images_is_refused(gpt_ckpt, tmp_path):
 
 @pytest.mark.slow
 def test_eval_on_a_data_config_as_the_readme_documents(gpt_ckpt, tmp_path):
-    """`eval.py ckpt_path=... data=shakespeare_char`: the data config interpolates ${seed}, which eval.yaml defines."""
+    """`eval.py ckpt_path=... data=shakespeare_char`, as docs/training.md writes it: the data config interpolates
+    ${seed}, which eval.yaml defines."""
     result = run_script(
         "eval.py",
         f"ckpt_path={gpt_ckpt}",

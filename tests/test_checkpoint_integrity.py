@@ -334,7 +334,7 @@ def test_pickle_payload_refused_by_train_and_bert_pretrained(tmp_path):
     torch.save({"state_dict": {}, "global_step": 3, "zoo": Payload(marker)}, evil)
     refusal = f"{evil} was refused: it contains code (pickled Python objects), not weights"
     assert_one_line_error(run_script("train.py", f"ckpt_path={evil}", f"hydra.run.dir={tmp_path / 'r'}"), refusal)
-    # As the README writes it: data.pretrained follows model.pretrained, so the data module reads the file first
+    # As docs/models.md writes it: data.pretrained follows model.pretrained, so the data module reads the file first
     # (for the tokenizer it stores) and must refuse it the same way.
     bert = ["experiment=bert_sst2", f"model.pretrained={evil}", f"hydra.run.dir={tmp_path / 'b'}"]
     result = run_script("train.py", *bert)

@@ -47,7 +47,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("given_dir", [True, False], ids=["hydra.run.dir", "the README's command"])
+@pytest.mark.parametrize("given_dir", [True, False], ids=["hydra.run.dir", "the command of docs/scale-out.md"])
 def test_simulated_two_node_torchrun_job(tmp_path, given_dir):
     """torchrun --nnodes=2 --nproc-per-node=1 on localhost: Lightning reads ranks from the environment. Without
     hydra.run.dir each node composes its own `${now}`; the job still writes one run directory, rank 0's."""

@@ -159,8 +159,8 @@ def test_optuna_records_a_failing_trial_and_completes_the_others(tmp_path):
 
 
 def test_plain_multirun_places_its_sweep_under_the_start_directory(tmp_path):
-    """`python train.py -m ...` exactly as the README writes it, with no hydra.sweep.dir: the sweeper must resolve
-    the sweep directory itself (${hydra:runtime.cwd} cannot be resolved there) and put it under ./logs."""
+    """`python train.py -m ...` exactly as docs/scale-out.md writes it, with no hydra.sweep.dir: the sweeper must
+    resolve the sweep directory itself (${hydra:runtime.cwd} cannot be resolved there) and put it under ./logs."""
     result = run_script("train.py", "-m", "seed=1,2", *SHORT, "trainer.max_steps=2", "logger=none", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     (sweep,) = (tmp_path / "logs" / "train" / "multiruns").iterdir()
