@@ -1,6 +1,7 @@
 """One run, one directory, one writer; and a start that is refused leaves no trace.
 
-- Runs started in the same second each get their own directory, with their own config, result and checkpoint.
+- Runs started in the same second each get their own directory, with their own config, result and checkpoint;
+  so do sweeps (`train.py -m`), whose jobs follow their sweep's directory into launcher worker processes.
 - A run directory in use by a running process is refused to a second one.
 - A resume that does not fit the checkpoint (another optimizer, another model size) is refused in one line before
   anything is written: the earlier run's directory stays byte-identical, no checkpoint appears for the next resume
@@ -102,6 +103,50 @@ def test_two_runs_started_together_keep_their_own_config_result_and_checkpoint(t
         checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
         assert checkpoint["global_step"] == 3 and checkpoint["hyper_parameters"]["optimizer"]["lr"] == float(lr)
     assert seen == set(processes)
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_together_keep_their_own_jobs(tmp_path):
+    """Two `train.py -m` started at once, one running its jobs in this process, one in joblib workers. The
+    directories named after the next two minutes' seconds are taken beforehand, so each sweep must claim a
+    `<second>-N` name, and every job (also in a worker process) must follow its sweep there."""
+    from datetime import datetime, timedelta
+
+    multiruns = tmp_path / "logs" / "train" / "multiruns"
+    multiruns.mkdir(parents=True)
+    now = datetime.now()
+    taken = [(now + timedelta(seconds=s)).strftime("%Y-%m-%d_%H-%M-%S") for s in range(-2, 120)]
+    for name in taken:
+        (multiruns / name).mkdir()
+    sweeps = {
+        "basic": ["seed=1,2"],
+        "parallel": ["hydra/launcher=parallel", "seed=3,4"],
+    }
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    processes = {
+        name: subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), "-m", *extra, *FAST, "trainer.max_steps=2", "logger=none"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, extra in sweeps.items()
+    }
+    for process in processes.values():
+        _, stderr = process.communicate(timeout=900)
+        assert process.returncode == 0, stderr[-3000:]
+    claimed = sorted(p for p in multiruns.iterdir() if p.name not in taken)
+    assert len(claimed) == 2 and all("-" in p.name.rsplit("_", 1)[1][8:] for p in claimed), claimed
+    assert all(not any((multiruns / name).iterdir()) for name in taken), "a job wrote into a directory it did not claim"
+    seeds_by_sweep = set()
+    for sweep in claimed:
+        jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit())
+        assert [j.name for j in jobs] == ["0", "1"], sweep
+        seeds = tuple(json.loads((j / "result.json").read_text())["overrides"][0] for j in jobs)
+        seeds_by_sweep.add(seeds)
+    assert seeds_by_sweep == {("seed=1", "seed=2"), ("seed=3", "seed=4")}
 
 
 @pytest.mark.slow

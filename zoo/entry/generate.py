@@ -44,21 +44,40 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="a translation has at most source length + this many tokens (default: 50)",
     )
     t.add_argument("--batch-size", type=int, default=None, help="sentences decoded together (default: 64)")
+    # Not set unless given (SUPPRESS), then filled in from SAMPLING_DEFAULTS: a Transformer checkpoint can then
+    # refuse a sampling option that was given rather than ignore it.
     s = p.add_argument_group("sampling (GPT checkpoints)")
-    s.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    s.add_argument("--max-new-tokens", type=int, default=200, help=f"at most {MAX_NEW_TOKENS:,} (default: 200)")
-    s.add_argument("--num-samples", type=int, default=1)
-    s.add_argument("--temperature", type=float, default=0.8, help="0 for greedy decoding")
-    s.add_argument("--top-k", type=int, default=200)
-    s.add_argument("--top-p", type=float, default=None)
-    s.add_argument("--seed", type=int, default=1337)
+    s.add_argument("--prompt", default=argparse.SUPPRESS, help="text to continue (default: a newline)")
+    s.add_argument(
+        "--max-new-tokens", type=int, default=argparse.SUPPRESS, help=f"at most {MAX_NEW_TOKENS:,} (default: 200)"
+    )
+    s.add_argument("--num-samples", type=int, default=argparse.SUPPRESS, help="(default: 1)")
+    s.add_argument("--temperature", type=float, default=argparse.SUPPRESS, help="0 for greedy decoding (default: 0.8)")
+    s.add_argument("--top-k", type=int, default=argparse.SUPPRESS, help="(default: 200)")
+    s.add_argument("--top-p", type=float, default=argparse.SUPPRESS, help="(default: none)")
+    s.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="(default: 1337)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default: cpu)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.sampling_given = [k for k in SAMPLING_DEFAULTS if hasattr(args, k)]
+    for key, default in SAMPLING_DEFAULTS.items():
+        if not hasattr(args, key):
+            setattr(args, key, default)
+    return args
 
 
 DEVICE_TYPES = ("cpu", "cuda", "mps")
 # The translation options and their defaults; a GPT takes none of them.
 TRANSLATION_DEFAULTS = {"beam_size": 5, "length_penalty": 0.6, "max_len_b": 50, "batch_size": 64}
+# The sampling options and their defaults; a Transformer checkpoint takes none of them.
+SAMPLING_DEFAULTS = {
+    "prompt": "\n",
+    "max_new_tokens": 200,
+    "num_samples": 1,
+    "temperature": 0.8,
+    "top_k": 200,
+    "top_p": None,
+    "seed": 1337,
+}
 # The samples are printed once complete: a count far beyond any use (a typo's extra zeros) would run for hours
 # without a line of output. A million tokens of a GPT sliding its context is already days on a CPU.
 MAX_NEW_TOKENS = 1_000_000
@@ -144,6 +163,12 @@ def translate(args: argparse.Namespace) -> list[str]:
 
     Empty (or all-whitespace) lines translate to empty lines without being decoded. A sentence longer than the
     model's max_len (in subword tokens, EOS included) is rejected with an error naming its line."""
+    given = [f"--{k.replace('_', '-')}" for k in getattr(args, "sampling_given", [])]
+    if given:  # a translation is a beam search (or greedy): ignoring them would look as if they had been applied
+        raise ValueError(
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for sampling from a GPT checkpoint; "
+            f"{args.checkpoint} translates (options: --beam-size, --length-penalty, --max-len-b, --batch-size)"
+        )
     model, info = load_model_from_checkpoint(args.checkpoint, task="seq2seq")
     if info.get("tokenizer") is None:
         raise ValueError(f"{args.checkpoint} has no tokenizer stored; it cannot turn text into tokens")

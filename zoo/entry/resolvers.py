@@ -126,6 +126,15 @@ def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume) -> str:
     return fresh_run_dir(runs_root, fresh_name)
 
 
+def sweep_dir(multiruns_root: str, fresh_name: str) -> str:
+    """The directory of a multirun: claimed like a fresh run's (see zoo.entry.run_lock), so that two sweeps started
+    in the same second never share one. Registered with a cache: Hydra copies resolved values into every job's
+    config (also to the launcher's worker processes), so all jobs of the sweep land in the one directory claimed."""
+    from zoo.entry.run_lock import fresh_run_dir
+
+    return fresh_run_dir(multiruns_root, fresh_name)
+
+
 def wandb_run_id(output_dir: str) -> str:
     """One wandb run per output directory: the id is kept in the directory, so a resumed run (and every DDP rank)
     logs into the same wandb run, while each multirun job gets its own."""
@@ -154,3 +163,5 @@ def register() -> None:
     }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
+    if not OmegaConf.has_resolver("zoo.sweep_dir"):
+        OmegaConf.register_new_resolver("zoo.sweep_dir", sweep_dir, use_cache=True)
