@@ -2,8 +2,9 @@
 # Everything the project measures on a GPU, in one command that fits in about 10 minutes on one GPU:
 #   1. the benchmark's rows on the GPU (fp32 and bf16) and GPT-2 124M at 1024 tokens in bf16 (MFU against the
 #      bf16 matmul peak the benchmark measures on that device);
-#   2. trainer=fsdp trained for real on one device (Lightning refuses FSDP on a CPU), its full state-dict
-#      checkpoint resumed to a later step, and that checkpoint evaluated without FSDP.
+#   2. trainer=fsdp (FSDP2, bf16 parameters for compute) trained on every GPU of the machine, its optimizer groups
+#      checked from the checkpoint (matrices decay, vectors do not), its full state-dict checkpoint resumed to a
+#      later step with FSDP, and that checkpoint evaluated without FSDP.
 #
 #   bash benchmarks/gpu.sh [output directory]      (default: benchmarks/results/gpu-<date>)
 #
@@ -41,12 +42,17 @@ step bench 240 python -m benchmarks.run --device cuda --dtypes fp32,bf16 --no-co
 step bench_gpt2 150 python -m benchmarks.run --device cuda --configs gpt2 --dtypes bf16 --no-compile \
     --json "$out/bench_gpt2.json"
 
-# 2. FSDP on one device: train, resume from the full state-dict checkpoint, evaluate it without FSDP.
+# 2. FSDP2 on all GPUs: train, check the optimizer groups, resume from the full state-dict checkpoint, evaluate it
+#    without FSDP.
 runs="$out/fsdp_runs"
-common=(experiment=gpt_shakespeare_char trainer=fsdp trainer.devices=1 logger=csv "paths.log_dir=$runs"
+common=(experiment=gpt_shakespeare_char trainer=fsdp logger=csv "paths.log_dir=$runs"
     trainer.val_check_interval=50 trainer.limit_val_batches=5)
-step fsdp_train 120 python train.py "${common[@]}" trainer.max_steps=100
-step fsdp_resume 120 python train.py "${common[@]}" trainer.max_steps=150 ckpt_path=last
+step fsdp_train 150 python train.py "${common[@]}" trainer.max_steps=100
+first_ckpt="$(ls -t "$runs"/*/runs/*/checkpoints/last.ckpt 2>/dev/null | head -n 1)"
+if [ -n "$first_ckpt" ]; then
+    step fsdp_groups 60 python -m benchmarks.optimizer_groups "$first_ckpt"
+fi
+step fsdp_resume 150 python train.py "${common[@]}" trainer.max_steps=150 ckpt_path=last
 last_ckpt="$(ls -t "$runs"/*/runs/*/checkpoints/last.ckpt 2>/dev/null | head -n 1)"
 if [ -n "$last_ckpt" ]; then
     step fsdp_eval 90 python eval.py "ckpt_path=$last_ckpt" trainer=gpu

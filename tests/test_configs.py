@@ -177,17 +177,20 @@ def test_launcher_configs(launcher, target, tmp_path):
         assert cfg.hydra.launcher.nodes == cfg.trainer.num_nodes
 
 
-def test_fsdp_strategy_wraps_core_blocks(tmp_path):
-    """The FSDP trainer config builds its strategy on CPU too: auto-wrap per zoo.core.Block, full state dict."""
-    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-
-    from zoo.core import Block
+def test_fsdp_trainer_builds_the_fsdp2_strategy(tmp_path):
+    """The FSDP trainer config builds zoo's FSDP2 strategy on CPU too: bf16 parameters for compute, fp32 gradient
+    reduction, full state-dict checkpoints (one file)."""
+    from zoo.tasks.fsdp import FSDP2Strategy
 
     cfg = compose_train(tmp_path, ["trainer=fsdp"])
     strategy = hydra.utils.instantiate(cfg.trainer.strategy)
-    policy = strategy.kwargs["auto_wrap_policy"]
-    assert isinstance(policy, ModuleWrapPolicy) and policy._module_classes == {Block}
-    assert strategy._state_dict_type == "full"
+    assert isinstance(strategy, FSDP2Strategy)
+    assert strategy.fsdp_options == {
+        "param_dtype": torch.bfloat16,
+        "reduce_dtype": torch.float32,
+        "reshard_after_forward": True,
+    }
+    assert strategy._save_distributed_checkpoint is False
 
 
 @pytest.mark.parametrize("search", options("hparams_search"))

@@ -9,6 +9,7 @@ import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from zoo.tasks.fsdp import check_optimizer_for_sharding
 from zoo.tasks.optim import check_betas
 
 # Trainer options that take a whole number, with their smallest allowed value (-1: "no limit" for Lightning).
@@ -133,3 +134,12 @@ def check_config(cfg: DictConfig) -> None:
     for key in ("decay_fraction", "min_lr_ratio"):
         _number(cfg, f"model.scheduler.{key}")
     check_metric_is_logged(cfg)
+    check_sharded_optimizer(cfg)
+
+
+def check_sharded_optimizer(cfg: DictConfig) -> None:
+    """Muon under trainer=fsdp, refused before the processes are launched (zoo.tasks.fsdp says why)."""
+    strategy = OmegaConf.select(cfg, "trainer.strategy._target_", default=None)
+    optimizer = OmegaConf.select(cfg, "model.optimizer._target_", default=None)
+    if strategy == "zoo.tasks.fsdp.FSDP2Strategy" and optimizer is not None:
+        check_optimizer_for_sharding(optimizer)

@@ -21,6 +21,7 @@ from zoo.models import ZooModel
 
 from .checkpoint import build_model, check_same_model, read_checkpoint
 from .factories import describe_partial, rebuild_partial
+from .fsdp import check_optimizer_for_sharding, is_sharded, shard_per_block
 from .optim import build_optimizer, param_groups
 from .token_loss import TokenWindow
 from .weights_checksum import record_checksum, verify_checkpoint
@@ -77,6 +78,23 @@ class ZooTask(L.LightningModule):
         if compile:
             net.compile()
 
+    # ---- sharding (trainer=fsdp: zoo.tasks.fsdp) --------------------------------------------------------------
+    def configure_model(self) -> None:
+        """Lightning's hook for sharding, called once the processes exist. Under FSDP2Strategy each of the task's
+        modules (the network, a training-only head) is sharded per core Block: every parameter must belong to a
+        sharded module, since nothing else synchronises gradients under this strategy."""
+        if self.device_mesh is None:
+            return
+        options = getattr(self.trainer.strategy, "fsdp_options", None)
+        if options is None:
+            raise ValueError(
+                f"{type(self.trainer.strategy).__name__} is not supported; for sharded training use trainer=fsdp "
+                "(zoo.tasks.fsdp.FSDP2Strategy)"
+            )
+        for child in self.children():
+            if any(True for _ in child.parameters()):
+                shard_per_block(child, self.device_mesh, **options)
+
     # ---- optimization --------------------------------------------------------------------------------------
     def param_groups(self) -> list[dict]:
         """The optimizer's parameter groups: decay / no-decay by default. An override may give each group an
@@ -89,6 +107,8 @@ class ZooTask(L.LightningModule):
                 f"this {type(self).__name__} was built without an optimizer (evaluation only); give it "
                 "optimizer=<partial>, or load it from a checkpoint that records one, to train"
             )
+        if is_sharded(self.net):
+            check_optimizer_for_sharding(self.optimizer_factory)
         optimizer = build_optimizer(self.optimizer_factory, self.param_groups(), self._trainer, model=self.net)
         for group in optimizer.param_groups:
             group["lr"] *= group.get("lr_scale", 1.0)
@@ -166,16 +186,21 @@ class ZooTask(L.LightningModule):
         record_checksum(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if self._trainer is not None:  # a Lightning resume; load_from_checkpoint has verified in read_checkpoint
-            source = self._trainer.ckpt_path or "the checkpoint"
-            verify_checkpoint(checkpoint, source)
+        if "state_dict" not in checkpoint:  # a sharding strategy loaded the weights itself, checked (zoo.tasks.fsdp)
+            return
         # Checkpoints written before this base held every tensor twice, also under "_forward_fn." (the same
         # network registered a second time); those copies are dropped so that old runs still resume.
-        state = checkpoint.get("state_dict", {})
+        state = checkpoint["state_dict"]
         for key in [k for k in state if k.startswith("_forward_fn.")]:
             del state[key]
-        if self._trainer is not None:  # before Lightning's load_state_dict turns a mismatch into a traceback
-            check_same_model(checkpoint, self.net, source)
+        if self._trainer is not None:  # a Lightning resume; load_from_checkpoint has verified in read_checkpoint
+            self.check_checkpoint(checkpoint, self._trainer.ckpt_path or "the checkpoint")
+
+    def check_checkpoint(self, checkpoint: dict, source) -> None:
+        """Before Lightning loads the weights: their checksum, and that they fit this network (one-line errors
+        instead of training from a corrupted file or a traceback from load_state_dict)."""
+        verify_checkpoint(checkpoint, source)
+        check_same_model(checkpoint, self.net, source)
 
     @classmethod
     def load_from_checkpoint(
