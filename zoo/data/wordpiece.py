@@ -1,5 +1,5 @@
-"""BERT's WordPiece tokenizer: trained with Hugging Face `tokenizers`, or read from a vocab.txt (Hugging Face BERT
-checkpoints ship one), so that their weights and ours see the same ids.
+"""BERT's WordPiece tokenizer: trained with Hugging Face `tokenizers`, or read from a vocab.txt or tokenizer.json
+(Hugging Face BERT checkpoints ship one or both), so that their weights and ours see the same ids.
 
 Normalization and pre-tokenization are BERT's own (BertNormalizer: clean text, split CJK characters, optional
 lowercasing with accent stripping; BertPreTokenizer: whitespace and punctuation).
@@ -74,25 +74,64 @@ class WordPieceTokenizer:
 
     @classmethod
     def from_vocab_file(cls, path: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
-        """Read a BERT vocab.txt (one token per line, the line number is the id). `lowercase=None` takes
-        do_lower_case from a tokenizer_config.json beside it, else lowercases (the "uncased" models)."""
+        """Read a BERT vocab.txt (one token per line, the line number is the id), or a Hugging Face BERT directory:
+        its vocab.txt, else its tokenizer.json (`from_tokenizer_file`; transformers 5 saves a fast tokenizer without
+        vocab.txt). `lowercase=None` takes do_lower_case from a tokenizer_config.json beside it, else lowercases (the
+        "uncased" models)."""
         path = Path(path)
         if path.is_dir():
+            if not (path / "vocab.txt").is_file() and (path / "tokenizer.json").is_file():
+                return cls.from_tokenizer_file(path / "tokenizer.json", lowercase=lowercase)
             path = path / "vocab.txt"
         if not path.is_file():
             raise FileNotFoundError(
-                f"vocab file not found: {path.resolve()}; a BERT tokenizer needs the vocab.txt of its checkpoint "
-                "(Hugging Face BERT directories have one), or leave the vocab file unset to train a WordPiece"
+                f"vocab file not found: {path.resolve()}; a BERT tokenizer needs the vocab.txt or tokenizer.json of "
+                "its checkpoint (Hugging Face BERT directories have one), or leave the vocab file unset to train a "
+                "WordPiece"
             )
         if lowercase is None:
-            lowercase = True
-            config = path.parent / "tokenizer_config.json"
-            if config.is_file():
-                lowercase = bool(json.loads(config.read_text()).get("do_lower_case", True))
+            lowercase = _config_lowercase(path.parent)
         vocab = models.WordPiece.read_file(str(path))
         return cls(
             cls._pipeline(Tokenizer(models.WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)), lowercase)
         )
+
+    @classmethod
+    def from_tokenizer_file(cls, path: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
+        """Read the tokenizer.json of a Hugging Face BERT (BertTokenizerFast's file). Its WordPiece vocabulary is
+        rebuilt with BERT's own normalizer and pre-tokenizer, as from a vocab.txt, so both files of one model give the
+        same ids. `lowercase=None` takes the file's normalizer setting, else do_lower_case of tokenizer_config.json."""
+        path = Path(path)
+        try:
+            spec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path} is not a readable tokenizer.json ({error})") from error
+        model = spec.get("model") or {}
+        if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+            raise ValueError(f"{path} holds a {model.get('type')} tokenizer; a BERT needs a WordPiece tokenizer.json")
+        if model.get("continuing_subword_prefix", "##") != "##":
+            raise ValueError(f"{path} marks word continuations with {model['continuing_subword_prefix']!r}, not '##'")
+        vocab = {str(token): int(i) for token, i in model["vocab"].items()}
+        # Tokens added on top of the vocabulary (tokenizer.add_tokens) are matched before WordPiece runs; zoo's
+        # tokenizer has no such step, so it would split them differently: refused rather than silently changed.
+        extra = sorted(
+            t["content"] for t in spec.get("added_tokens") or [] if vocab.get(t.get("content")) != t.get("id")
+        )
+        if extra:
+            raise ValueError(
+                f"{path} adds tokens outside its WordPiece vocabulary ({', '.join(extra[:5])}); zoo's BERT tokenizer "
+                "reads the vocabulary only"
+            )
+        if lowercase is None:
+            normalizer = spec.get("normalizer") or {}
+            found = normalizer.get("lowercase") if normalizer.get("type") == "BertNormalizer" else None
+            lowercase = bool(found) if found is not None else _config_lowercase(path.parent)
+        wordpiece = models.WordPiece(
+            vocab,
+            unk_token=model.get("unk_token", UNK),
+            max_input_chars_per_word=model.get("max_input_chars_per_word", 100),
+        )
+        return cls(cls._pipeline(Tokenizer(wordpiece), lowercase))
 
     @property
     def vocab_size(self) -> int:
@@ -141,8 +180,8 @@ class WordPieceTokenizer:
 
 
 def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
-    """The tokenizer of a pretrained model: a Hugging Face BERT directory (its vocab.txt), a vocab.txt, or a zoo
-    checkpoint (.ckpt) whose "zoo" section stores the tokenizer it was trained with."""
+    """The tokenizer of a pretrained model: a Hugging Face BERT directory (its vocab.txt or tokenizer.json), a
+    vocab.txt, or a zoo checkpoint (.ckpt) whose "zoo" section stores the tokenizer it was trained with."""
     path = Path(source)
     if path.is_file() and path.suffix == ".ckpt":
         from zoo.core.weights_file import torch_load_weights  # torch only here, when a checkpoint is read
@@ -158,6 +197,12 @@ def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) 
             "or a zoo checkpoint (.ckpt)"
         )
     return WordPieceTokenizer.from_vocab_file(path, lowercase=lowercase)
+
+
+def _config_lowercase(directory: Path) -> bool:
+    """do_lower_case of a tokenizer_config.json in `directory`; without one, lowercase (the "uncased" models)."""
+    config = directory / "tokenizer_config.json"
+    return bool(json.loads(config.read_text()).get("do_lower_case", True)) if config.is_file() else True
 
 
 def _continuation_pieces(tokenizer: Tokenizer, texts: list[str]) -> set[str]:

@@ -38,7 +38,10 @@ USER_ERRORS = (ValueError, FileNotFoundError, TypeError)
 
 # How to write elsewhere, in the options of the command that failed: train.py / eval.py (Hydra) by default; the
 # argparse commands (zoo-export, generate.py) name their own, since they have no hydra.run.dir.
-WRITE_ELSEWHERE = "write elsewhere with hydra.run.dir=DIR (or paths.log_dir=DIR; ZOO_DATA_DIR for datasets)"
+WRITE_ELSEWHERE = (
+    "write elsewhere with hydra.run.dir=DIR (or paths.log_dir=DIR; ZOO_DATA_DIR for datasets, ZOO_CACHE_DIR for "
+    "tokenizer and token caches)"
+)
 # OSErrors that the machine causes, not the code: the path and what to do about it ({elsewhere}: see above).
 OS_ADVICE = {
     errno.ENOSPC: "the disk is full; free space there or {elsewhere}",

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import secrets
+import shlex
 import shutil
 import sys
 from pathlib import Path
+
+import yaml
 
 from zoo.entry.errors import one_line_errors
 from zoo.interop import export_hf
 from zoo.interop.export import EXPORT_FILES
 from zoo.interop.exportable import check_exportable
+from zoo.interop.limits import trained_context
+from zoo.interop.model_card import TrainingRun, write_model_card
 from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 from zoo.tasks.checkpoint import check_checkpoint_file
 
@@ -30,7 +36,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="zoo-export",
         description="Export a checkpoint written by train.py: by default as a Hugging Face directory (config.json, "
-        "model.safetensors, tokenizer or image-processor files, generation_config.json for GPT).",
+        "model.safetensors, tokenizer or image-processor files, generation_config.json for GPT), always with a model "
+        "card (README.md) that takes the metrics and command from the run directory of the checkpoint.",
     )
     p.add_argument("checkpoint", help="a .ckpt file, e.g. logs/.../checkpoints/last.ckpt")
     p.add_argument("directory", help="where to write the files (created; must be empty unless --overwrite)")
@@ -132,6 +139,61 @@ def _note(message: str) -> None:
     print(f"note: {message}", file=sys.stderr)
 
 
+def run_directory(checkpoint_path: str | Path) -> Path | None:
+    """The run directory train.py wrote the checkpoint into (`<run>/checkpoints/last.ckpt`), if it is one: it holds
+    result.json, .hydra/ or config_resolved.yaml."""
+    path = Path(checkpoint_path).resolve()
+    folder = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    markers = ("result.json", ".hydra", "config_resolved.yaml")
+    return folder if any((folder / name).exists() for name in markers) else None
+
+
+def _read(path: Path, parse):
+    """A run file parsed, or None (with a note) when it is missing or damaged: the card then says it is unknown."""
+    if not path.is_file():
+        return None
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except (ValueError, yaml.YAMLError, UnicodeDecodeError) as error:
+        _note(f"{path} is unreadable ({type(error).__name__}); the model card leaves out what it holds")
+        return None
+
+
+def training_run(checkpoint_path: str | Path, checkpoint: dict, info: dict) -> TrainingRun:
+    """What the model card tells of the training: the checkpoint's records, plus the run directory's result.json
+    (measured metrics), .hydra/overrides.yaml (the command) and config_resolved.yaml (the preset's name)."""
+    folder = run_directory(checkpoint_path)
+    result = overrides = resolved = None
+    if folder is not None:
+        result = _read(folder / "result.json", json.loads)
+        overrides = _read(folder / ".hydra" / "overrides.yaml", yaml.safe_load)
+        resolved = _read(folder / "config_resolved.yaml", yaml.safe_load)
+    metrics = {}
+    if isinstance(result, dict):
+        metrics = dict(result.get("metrics") or {})
+        if result.get("metric") and result.get("value") is not None:
+            metrics.setdefault(result["metric"], result["value"])
+        if overrides is None:
+            overrides = result.get("overrides")
+    metrics = {str(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    command = None
+    if isinstance(overrides, list):
+        command = " ".join(["python train.py", *(shlex.quote(str(o)) for o in overrides)])
+    net = ((resolved or {}).get("model") or {}).get("net") if isinstance(resolved, dict) else None
+    tokenizer = json.loads(info["tokenizer"]).get("kind") if info.get("tokenizer") else None
+    return TrainingRun(
+        task=info.get("task"),
+        data=dict(checkpoint.get("datamodule_hyper_parameters") or {}),
+        hparams=dict(checkpoint.get("hyper_parameters") or {}),
+        step=checkpoint.get("global_step"),
+        metrics=metrics,
+        command=command,
+        checkpoint=str(checkpoint_path),
+        preset=net.get("name") if isinstance(net, dict) else None,
+        tokenizer_kind=tokenizer,
+    )
+
+
 def run(args: argparse.Namespace) -> list[str]:
     """Export; returns the names of the files written."""
     # One-line errors for a missing, truncated or foreign file, naming this command's argument.
@@ -139,12 +201,15 @@ def run(args: argparse.Namespace) -> list[str]:
     checkpoint = read_checkpoint(args.checkpoint)
     model, info = load_model_from_checkpoint(args.checkpoint)
     directory = Path(args.directory)
+    run = training_run(args.checkpoint, checkpoint, info)
     if args.format == "zoo":
         if args.labels is not None:
             raise ValueError("--labels applies to --format hf (zoo's format keeps the model config only)")
         _check_target(directory, args.overwrite)
         with _staged(directory) as staging:
             model.save_pretrained(staging)
+            # huggingface_hub's save_pretrained leaves an empty card template; this one says what the model is
+            write_model_card(staging, model, fmt="zoo", context=trained_context(model, run.data), run=run)
             files = sorted(p.name for p in staging.iterdir() if p.name in ZOO_FORMAT_FILES)
         return files
     labels = class_names(checkpoint, info, args.labels)
@@ -163,6 +228,7 @@ def run(args: argparse.Namespace) -> list[str]:
             labels=labels,
             image_mean=info.get("image_mean"),
             image_std=info.get("image_std"),
+            run=run,
         )
     if classifier and labels is None:
         _note(

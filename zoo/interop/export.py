@@ -1,5 +1,7 @@
-"""Everything a `transformers` user needs in one directory: the model, its tokenizer or image processor, and for a
-causal LM its generation defaults. `zoo-export` (zoo/entry/export.py) feeds this from a training checkpoint."""
+"""Everything a `transformers` user needs in one directory: the model, its tokenizer or image processor, for a
+causal LM its generation defaults, the trained context length (the tokenizer's model_max_length, GPT's generation
+max_length) and a model card (README.md). `zoo-export` (zoo/entry/export.py) feeds this from a training checkpoint
+and its run directory."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from .exportable import check_exportable
 from .hf import label_maps, save_hf
 from .hf_image_processor import save_image_processor
 from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
+from .limits import position_limit, trained_context
+from .model_card import TrainingRun, write_model_card
 
 # zoo's generate.py samples with these by default; the exported model does the same unless told otherwise
 # (pipeline(..., do_sample=False) for greedy decoding).
@@ -22,12 +26,15 @@ EXPORT_FILES = (
     "model.safetensors",
     "generation_config.json",
     "preprocessor_config.json",
+    "README.md",
     *TOKENIZER_FILES,
 )
 
 
-def _save_generation_config(directory: Path, token_ids: dict[str, int | None]) -> None:
-    config = {**{k: v for k, v in token_ids.items() if v is not None}, **SAMPLING_DEFAULTS}
+def _save_generation_config(directory: Path, token_ids: dict[str, int | None], context: int) -> None:
+    # max_length caps prompt + new tokens at the trained context: GPT2LMHeadModel has no position past it (an
+    # IndexError deep in the model), and transformers' pipeline would otherwise add its own max_new_tokens=256.
+    config = {**{k: v for k, v in token_ids.items() if v is not None}, **SAMPLING_DEFAULTS, "max_length": context}
     if token_ids.get("eos_token_id") is not None and token_ids.get("pad_token_id") is None:
         config["pad_token_id"] = token_ids["eos_token_id"]  # GPT-2's habit: pad batched generation with eos
     (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -61,14 +68,20 @@ def export_hf(
     labels: list[str] | None = None,
     image_mean: list[float] | None = None,
     image_std: list[float] | None = None,
+    context_length: int | None = None,
+    run: TrainingRun | None = None,
 ) -> list[str]:
     """Write `model` and what it was trained with as a Hugging Face directory; returns the file names written.
 
     tokenizer_json: the zoo tokenizer of a GPT or BERT (a checkpoint's "zoo" section stores it).
     labels: class names of a BERT classifier or a ViT, in class-id order.
     image_mean / image_std: the normalization a ViT was trained with, for preprocessor_config.json.
+    context_length: the longest input the model was trained on (default: from `run`'s data, else the model's
+        positions); the tokenizer's model_max_length and GPT's generation max_length.
+    run: how the model was trained, for the model card (README.md); zoo-export reads it from the run directory.
     A grayscale (1-channel) ViT is written as the equivalent 3-channel model (`rgb_from_grayscale`)."""
     check_exportable(model)
+    context = _context(model, context_length, run)
     if tokenizer_json is not None and not isinstance(model, (GPT, BERT)):
         raise ValueError(f"a tokenizer was given for a {type(model).__name__}, which reads no text")
     if (image_mean is None) != (image_std is None):
@@ -81,16 +94,28 @@ def export_hf(
     directory.mkdir(parents=True, exist_ok=True)
     token_ids: dict[str, int | None] = {}
     if tokenizer_json is not None:
-        max_length = model.config.block_size if isinstance(model, GPT) else model.config.max_position_embeddings
-        token_ids = save_tokenizer(tokenizer_json, directory, model_max_length=max_length)
+        token_ids = save_tokenizer(tokenizer_json, directory, model_max_length=context)
+    trained = model  # the card describes the model as trained (a grayscale ViT stays 1-channel there)
     if isinstance(model, ViT) and model.config.in_channels == 1:
         model = rgb_from_grayscale(model)
         image_mean = None if image_mean is None else list(image_mean) * 3
         image_std = None if image_std is None else list(image_std) * 3
     save_hf(model, directory, labels=labels, token_ids=token_ids)
     if isinstance(model, GPT):
-        _save_generation_config(directory, token_ids)
+        _save_generation_config(directory, token_ids, context)
     if image_mean is not None:
         c = model.config
         save_image_processor(directory, image_size=c.image_size, mean=image_mean, std=image_std, channels=c.in_channels)
+    write_model_card(directory, trained, fmt="hf", context=context, run=run, labels=labels)
     return sorted(p.name for p in directory.iterdir() if p.name in EXPORT_FILES)
+
+
+def _context(model: ZooModel, context_length: int | None, run: TrainingRun | None) -> int | None:
+    positions = position_limit(model)
+    if context_length is None:
+        return trained_context(model, run.data if run else None)
+    if positions is None:
+        raise ValueError(f"context_length was given for a {type(model).__name__}, which reads no token sequence")
+    if not 0 < context_length <= positions:
+        raise ValueError(f"context_length must be in 1..{positions} (the model's positions), got {context_length}")
+    return context_length

@@ -88,6 +88,9 @@ def _wordpiece(spec: dict, directory: Path, model_max_length: int) -> dict[str, 
         pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
         special_tokens=[(cls, ids["cls_token"]), (sep, ids["sep_token"])],
     )
+    # Rows longer than the trained context were cut in training (longest segment first, [CLS]/[SEP] kept): the
+    # `tokenizers` library does the same by itself; transformers does it with truncation=True (model_max_length).
+    tokenizer.enable_truncation(max_length=model_max_length, strategy="longest_first")
     tokenizer.save(str(directory / "tokenizer.json"))
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
     (directory / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")

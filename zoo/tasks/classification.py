@@ -9,6 +9,7 @@ first pretrains the encoder on the task's own training text (masked LM, zoo.task
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,8 +49,16 @@ def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
 
 
 def _hf_vocab(path: Path) -> list[str] | None:
+    """The tokens of a Hugging Face BERT directory in id order: its vocab.txt, else the WordPiece table of its
+    tokenizer.json (transformers 5 saves a fast tokenizer without vocab.txt)."""
     vocab = path / "vocab.txt"
-    return vocab.read_text(encoding="utf-8").splitlines() if vocab.is_file() else None
+    if vocab.is_file():
+        return vocab.read_text(encoding="utf-8").splitlines()
+    tokenizer = path / "tokenizer.json"
+    if not tokenizer.is_file():
+        return None
+    table = (json.loads(tokenizer.read_text(encoding="utf-8")).get("model") or {}).get("vocab")
+    return [token for token, _ in sorted(table.items(), key=lambda item: item[1])] if isinstance(table, dict) else None
 
 
 class SequenceClassificationTask(ZooTask):
@@ -105,7 +114,7 @@ class SequenceClassificationTask(ZooTask):
                 ours = tokenizer.tokenizer.get_vocab()
                 if len(ours) != len(vocab) or any(ours.get(t) != i for i, t in enumerate(vocab)):
                     raise ValueError(
-                        f"the data's tokenizer is not the vocab.txt of {pretrained}; "
+                        f"the data's tokenizer is not the vocabulary of {pretrained}; "
                         "set data.pretrained to the same directory"
                     )
         # The encoder's architecture comes from the checkpoint: a switch set on `net` would be silently dropped.
