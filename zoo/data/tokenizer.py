@@ -6,6 +6,8 @@ Both serialize to a JSON string that is stored in checkpoints, so sampling never
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -57,6 +59,16 @@ class BPETokenizer:
 
     @classmethod
     def train(cls, text: str, vocab_size: int) -> BPETokenizer:
+        lines = text.splitlines(keepends=True)
+        return cls._train((lines[i : i + 1000] for i in range(0, len(lines), 1000)), vocab_size)
+
+    @classmethod
+    def train_from_documents(cls, documents: Iterator[str], vocab_size: int) -> BPETokenizer:
+        """Trained on a stream of documents (zoo-prepare): only a batch of them is in memory at a time."""
+        return cls._train(batched(documents, 1000), vocab_size)
+
+    @classmethod
+    def _train(cls, batches: Iterator[list[str]], vocab_size: int) -> BPETokenizer:
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()
@@ -66,8 +78,7 @@ class BPETokenizer:
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        lines = text.splitlines(keepends=True)
-        tokenizer.train_from_iterator((lines[i : i + 1000] for i in range(0, len(lines), 1000)), trainer)
+        tokenizer.train_from_iterator(batches, trainer)
         return cls(tokenizer)
 
     @property
@@ -82,6 +93,40 @@ class BPETokenizer:
 
     def to_json(self) -> str:
         return json.dumps({"kind": self.kind, "tokenizer": self.tokenizer.to_str()})
+
+
+def batched(items: Iterator[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def load_published_tokenizer(path: str | Path) -> BPETokenizer:
+    """A published byte-level BPE (GPT-2's kind): a tokenizer.json, or a directory holding one, or vocab.json +
+    merges.txt. Its end-of-text token, if it has one, separates documents."""
+    path = Path(path)
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        path = path / "tokenizer.json"
+    if path.is_file():
+        try:
+            return BPETokenizer(Tokenizer.from_file(str(path)))
+        except Exception as e:  # tokenizers raises a bare Exception for a file it cannot parse
+            raise ValueError(f"{path} is not a tokenizer.json that `tokenizers` reads: {e}") from None
+    vocab, merges = path / "vocab.json", path / "merges.txt"
+    if path.is_dir() and vocab.is_file() and merges.is_file():
+        tokenizer = Tokenizer(models.BPE.from_file(str(vocab), str(merges)))
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        return BPETokenizer(tokenizer)
+    raise FileNotFoundError(
+        f"no tokenizer at {path.resolve()}: give char, bpe, a tokenizer.json, or a directory holding tokenizer.json "
+        "or vocab.json + merges.txt"
+    )
 
 
 def tokenizer_from_json(data: str):

@@ -39,6 +39,20 @@ def _evaluate(cfg: DictConfig) -> dict:
     return run_evaluation(cfg)
 
 
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="prepare")
+@one_line_errors
+def _prepare(cfg: DictConfig) -> None:
+    from zoo.entry.prepare import prepare as run_prepare
+
+    run_prepare(cfg)
+
+
+def prepare() -> None:
+    """`zoo-prepare data=... prepare.output_dir=DIR` (see zoo/conf/prepare.yaml)."""
+    with suggest_nearest_key("prepare"):
+        _prepare()
+
+
 def _skip_exit_collection() -> None:
     """Spare the process the garbage collection CPython runs while it shuts down.
 
