@@ -114,7 +114,8 @@ def encode_batch(tokenizer, texts: list[str]) -> list[np.ndarray]:
                 tokenizer.encode(text)  # raises, naming the characters outside the vocabulary
             out.append(order[where].astype(np.int64))
         return out
-    return [np.asarray(e.ids, dtype=np.int64) for e in tokenizer.tokenizer.encode_batch(texts)]
+    # encode_batch_fast: the same ids without the character offsets of every token, which the shards do not keep.
+    return [np.asarray(e.ids, dtype=np.int64) for e in tokenizer.tokenizer.encode_batch_fast(texts)]
 
 
 class _ShardSet:
@@ -126,7 +127,7 @@ class _ShardSet:
         self.counts = dict.fromkeys(SPLITS, 0)
 
     def add(self, split: str, ids: np.ndarray) -> None:
-        self.buffers[split].append(ids)
+        self.buffers[split].append(ids.astype(self.dtype))  # held in the shard's own width until written
         self.counts[split] += len(ids)
 
     def flush(self, documents_done: int) -> None:
@@ -136,7 +137,7 @@ class _ShardSet:
                 continue
             shards = self.progress["shards"][split]
             name = f"{split}_{len(shards):05d}.bin"
-            data = np.concatenate(self.buffers[split]).astype(self.dtype).tobytes()
+            data = np.concatenate(self.buffers[split]).tobytes()
             atomic_write(self.directory / name, data)
             shards.append({"file": name, "tokens": self.counts[split], "sha256": hashlib.sha256(data).hexdigest()})
             self.buffers[split], self.counts[split] = [], 0
