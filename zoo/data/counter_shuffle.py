@@ -1,0 +1,69 @@
+"""A shuffle of any number of samples in constant memory: the i-th index of an epoch's order is computed, not
+looked up.
+
+`ResumableShuffle` draws an epoch's order with `torch.randperm` and keeps it as a list: tens of bytes per
+sample, which for windows at every offset of a corpus is tens of bytes per token. Here the order is a keyed
+permutation of [0, n): a balanced Feistel network over the smallest power of four >= n, walking the cycle until
+the value falls inside [0, n) (a bijection on a larger domain restricted this way stays a bijection). Keyed by
+(seed, epoch) like the list it replaces, it needs no state beyond the position, so a resumed run continues the
+same order exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .resumable import ResumableShuffle
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finaliser: a well-spread 64-bit function of a 64-bit integer."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+class KeyedPermutation:
+    """A permutation of range(n) chosen by `key`; `p[i]` for any i in O(1) expected time and memory."""
+
+    ROUNDS = 6
+
+    def __init__(self, n: int, key: int) -> None:
+        if n <= 0:
+            raise ValueError(f"a permutation needs n > 0, got {n}")
+        self.n = n
+        half_bits = max(1, ((n - 1).bit_length() + 1) // 2)
+        self.half_bits, self.half_mask = half_bits, (1 << half_bits) - 1
+        self.round_keys = [_mix((key & _MASK64) ^ _mix(r)) for r in range(self.ROUNDS)]
+
+    def _feistel(self, x: int) -> int:
+        left, right = x >> self.half_bits, x & self.half_mask
+        for round_key in self.round_keys:
+            left, right = right, left ^ (_mix(right ^ round_key) & self.half_mask)
+        return (left << self.half_bits) | right
+
+    def __getitem__(self, i: int) -> int:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        x = self._feistel(i)
+        while x >= self.n:  # the domain is at most 4n: a few steps on average
+            x = self._feistel(x)
+        return x
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class CounterShuffle(ResumableShuffle):
+    """ResumableShuffle's contract (ranks share an epoch's order, rank r taking positions r, r + W, ...; the
+    position resumes exactly), with the order computed per index instead of materialised."""
+
+    def __iter__(self) -> Iterator[int]:
+        epoch, start = self.epoch, self.start
+        self.epoch, self.start = epoch + 1, 0  # as ResumableShuffle: the skip applies to the first pass only
+        order = KeyedPermutation(len(self.dataset), self.seed * 1_000_003 + epoch)
+        positions = range(self.rank, self.total_size, self.num_replicas)[start:]
+        return (order[p] for p in positions)
