@@ -82,6 +82,14 @@ def test_data_configs(data, tmp_path):
         text = tmp_path / "t.txt"
         text.write_text("hello world, this is my own text.\n" * 200)
         overrides.append(f"data.text_files=[{text}]")
+    if data == "token_shards":
+        from zoo.data.prepare import PrepareOptions, prepare_shards
+
+        text = tmp_path / "t.txt"
+        text.write_text("".join(f"paragraph {i}: my own text, in shards.\n\n" for i in range(400)))
+        options = PrepareOptions(tokenizer="char", documents="paragraphs", inputs={"train": [str(text)], "val": None})
+        prepare_shards(options, tmp_path / "shards", log=lambda _: None)
+        overrides.append(f"data.shards={tmp_path / 'shards'}")
     if data == "image_folder":
         from test_data_images import make_tree
 
