@@ -1,4 +1,5 @@
-"""Timing primitives: train-step and forward timing, peak memory (the matmul peak: zoo.tasks.throughput).
+"""Timing primitives: train-step and forward timing, peak and activation memory (the matmul peak:
+zoo.tasks.throughput).
 
 Everything is measured in this process and interleaved across implementations (round-robin over several rounds,
 medians), so that the drift of a noisy machine cancels in the ratios between rows.
@@ -56,6 +57,31 @@ class PeakMemory:
             self.peak_bytes = max(0, _hwm_bytes() - self._base)
 
 
+def _held_bytes(device: torch.device) -> int | None:
+    """Memory in use now: CUDA's allocated bytes, or the resident set on Linux with freed heap returned first (so
+    that what the allocator keeps for reuse is not counted); None where neither can be read."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device)
+    _return_free_heap()
+    try:
+        return _rss_bytes()
+    except OSError:
+        return None
+
+
+def activation_bytes(p: Prepared, device: torch.device, dtype: torch.dtype) -> int | None:
+    """The activation memory of a training step: what the forward pass and loss leave held for the backward (the
+    tensors autograd saved), measured as the memory in use after the forward less before it, then released."""
+    _sync(device)
+    before = _held_bytes(device)
+    with autocast(device, dtype):
+        loss = p.workload.loss(p.model, p.batch)
+    _sync(device)
+    after = _held_bytes(device)
+    del loss  # the graph and its saved tensors go with it
+    return None if before is None or after is None else max(0, after - before)
+
+
 def _return_free_heap() -> None:
     with contextlib.suppress(OSError, AttributeError, TypeError):
         ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
@@ -98,6 +124,7 @@ class Prepared:
     train_times: list = field(default_factory=list)
     forward_times: list = field(default_factory=list)
     peak_bytes: int | None = None
+    activation_bytes: int | None = None
 
 
 def prepare(workload: Workload, device: torch.device) -> Prepared:
@@ -146,6 +173,7 @@ def run_interleaved(
             for _ in range(warmup):
                 train_step(p, device, dtype)
         p.peak_bytes = memory.peak_bytes
+        p.activation_bytes = activation_bytes(p, device, dtype)
         forward_pass(p, device, dtype)
     for _ in range(rounds):
         for p in prepared:

@@ -1,4 +1,5 @@
 """Run the benchmarks: python -m benchmarks.run [--configs gpt,generation] [--dtypes fp32,bf16] [--steps N]
+[--activation-checkpointing]
 
 Prints a table and writes JSON. Rows of one configuration and dtype are measured interleaved in this process;
 `ratio` is a row's median train-step time over the fastest peer's (below 1.0: zoo is faster).
@@ -51,6 +52,11 @@ def parse_args(argv=None):
         action="store_false",
         help="skip the zoo-compile rows (zoo's model through torch.compile; compiling takes minutes)",
     )
+    p.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="add a zoo-ckpt row: zoo's model with activation checkpointing (its activation and peak MB against zoo's)",
+    )
     p.add_argument("--smoke", action="store_true", help="one step per row (a check that everything runs)")
     return p.parse_args(argv)
 
@@ -63,8 +69,22 @@ def with_compiled_zoo(workloads: list[Workload]) -> list[Workload]:
     return [*workloads, compiled]
 
 
+def with_checkpointed_zoo(workloads: list[Workload]) -> list[Workload]:
+    """Add a "zoo-ckpt" row: zoo's model rebuilt with `activation_checkpointing=True`, as
+    `model.net.activation_checkpointing=true` trains it (same sizes; its memory against the zoo row's)."""
+    zoo = next(w for w in workloads if w.name == "zoo")
+
+    def build():
+        model = zoo.build()
+        return type(model)(dataclasses.replace(model.config, activation_checkpointing=True))
+
+    return [*workloads, dataclasses.replace(zoo, name="zoo-ckpt", build=build)]
+
+
 def bench_training(name, dtype_name, device, args) -> list[dict]:
     workloads, flops, items, unit = {**CONFIGS, **OPT_IN_CONFIGS}[name]()
+    if args.activation_checkpointing:
+        workloads = with_checkpointed_zoo(workloads)
     if args.compile:
         workloads = with_compiled_zoo(workloads)
     dtype = DTYPES[dtype_name]
@@ -82,6 +102,7 @@ def bench_training(name, dtype_name, device, args) -> list[dict]:
                 throughput=items / step,
                 unit=unit,
                 peak_mb=None if p.peak_bytes is None else p.peak_bytes / 2**20,
+                activation_mb=None if p.activation_bytes is None else p.activation_bytes / 2**20,
                 achieved_gflops=flops / step / 1e9,
             )
         )
@@ -235,14 +256,17 @@ def print_table(rows, meta) -> None:
         + ", ".join(f"{d} {g:.0f} GFLOP/s (n={meta['peak_matmul_size'][d]})" for d, g in meta["peak_gflops"].items())
         + f"; {meta['wall_s'] / 60:.1f} min"
     )
-    print("| config | dtype | impl | train step ms | vs fastest peer | forward ms | throughput | peak MB | MFU |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| config | dtype | impl | train step ms | vs fastest peer | forward ms | throughput | peak MB | activation MB "
+        "| MFU |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "train_ms" in r:
-            peak = "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
+            peak, held = ("-" if r[k] is None else f"{r[k]:.0f}" for k in ("peak_mb", "activation_mb"))
             print(
                 f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['train_ms']:.1f} | {r['ratio']:.2f}x | "
-                f"{r['forward_ms']:.1f} | {r['throughput']:.0f} {r['unit']}/s | {peak} | {r['mfu']:.2f}"
+                f"{r['forward_ms']:.1f} | {r['throughput']:.0f} {r['unit']}/s | {peak} | {held} | {r['mfu']:.2f}"
                 + ("*" if r["above_peak"] else "")
                 + " |"
             )

@@ -42,6 +42,22 @@ def test_compile_rows_smoke(tmp_path):
     assert impls["zoo-compile"]["train_ms"] > 0 and math.isfinite(impls["zoo-compile"]["ratio"])
 
 
+def test_activation_checkpointing_row_smoke(tmp_path):
+    """`--activation-checkpointing` adds zoo's model with the option on, beside zoo's own row, so that their
+    activation and peak memory can be compared; it is ranked against the peers, never counted as one. The
+    activation memory (what the forward leaves held for the backward) is far smaller with it."""
+    argv = ["--smoke", "--no-compile", "--configs", "gpt", "--dtypes", "fp32", "--activation-checkpointing"]
+    rows = main([*argv, "--json", str(tmp_path / "b.json")])
+    impls = {r["impl"]: r for r in rows}
+    assert set(impls) == {"zoo", "zoo-ckpt", "hf-sdpa", "hf-eager"}
+    assert impls["zoo-ckpt"]["train_ms"] > 0 and impls["zoo"]["ratio"] == impls["zoo"]["train_ms"] / min(
+        impls[peer]["train_ms"] for peer in ("hf-sdpa", "hf-eager")
+    )
+    held, held_ckpt = impls["zoo"]["activation_mb"], impls["zoo-ckpt"]["activation_mb"]
+    if held is not None:  # None where the resident set cannot be read (not Linux)
+        assert 0 < held_ckpt < held / 2
+
+
 def test_gpt2_gpu_config_is_gpt2_124m_and_runs(tmp_path, monkeypatch):
     """The opt-in GPU row is GPT-2 124M at 1024 tokens; the same code path runs here at a small size."""
     from benchmarks import configs

@@ -2,30 +2,24 @@
 
 Checked against formulas written out here: masked BatchNorm's statistics are those of the real tokens only and
 padding reaches no real token; naive BatchNorm does see the padding (so the masked test could fail); residual off
-removes exactly the skip paths; norm="none" leaves no norm parameters; explicit defaults change nothing; bad values
-fail in one line naming the option; the YAML model configs list every switch.
+removes exactly the skip paths; norm="none" leaves no norm parameters; explicit defaults change nothing. (Bad
+values and the YAML list of every switch are tested once for all switches, in test_core_switches.py.)
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import nn
 
 from zoo.core import Block, MaskedTokenBatchNorm, TokenBatchNorm, make_norm
 from zoo.models import BERT, GPT, Transformer, ViT
-from zoo.models.base import SWITCH_FIELDS
 
 D, H, B, T = 32, 4, 3, 7
 VOCAB = 30
-NEW_FIELDS = ("norm", "ff_inner_norm", "residual_attn", "residual_ff")
-CONF = Path(__file__).resolve().parents[1] / "zoo" / "conf" / "model"
 
 
 def padding_mask() -> torch.Tensor:
@@ -219,7 +213,7 @@ def test_norm_none_has_no_norm_parameters(model):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Defaults, bad values, configs
+# Defaults
 
 
 def build(model: str, seed: int = 0, **switches):
@@ -256,50 +250,6 @@ def test_explicit_defaults_are_bit_identical(model):
     assert torch.equal(run(model, plain), run(model, explicit))
     # "none" is the spelled-out name of no FFN inner norm (a sweep cannot switch to null: null keeps the preset's).
     assert build(model, ff_inner_norm="none").config == plain.config
-
-
-def test_every_switch_is_a_switch_field_and_listed_in_the_yaml_configs():
-    fields = {
-        GPT: NEW_FIELDS,
-        BERT: NEW_FIELDS + ("causal",),
-        Transformer: NEW_FIELDS + ("encoder_causal",),
-        ViT: NEW_FIELDS + ("causal",),
-    }
-    for model, names in fields.items():
-        own = {f.name for f in dataclasses.fields(model.config_class)}
-        assert set(names) <= own & set(SWITCH_FIELDS), model
-    for yaml, names in (
-        ("gpt", fields[GPT]),
-        ("bert", fields[BERT]),
-        ("bert_classifier", fields[BERT]),
-        ("transformer", fields[Transformer]),
-        ("vit", fields[ViT]),
-    ):
-        net = OmegaConf.load(CONF / f"{yaml}.yaml").model.net
-        assert all(name in net and net[name] is None for name in names), yaml
-    bn = OmegaConf.load(CONF / "vit_bn.yaml").model.net  # BN-ViT: BatchNorm everywhere, also inside the FFN
-    assert bn.norm == "batchnorm" and bn.ff_inner_norm == "batchnorm"
-
-
-BAD = [
-    ("norm", "batchnorm2d", "unknown norm 'batchnorm2d'"),
-    ("norm", "rmsnorm", "unknown norm"),
-    ("ff_inner_norm", "dropout", "unknown ff_inner_norm"),
-    ("residual_attn", "off", "residual_attn must be true or false"),
-    ("residual_ff", 0, "residual_ff must be true or false"),
-    ("causal", "yes", "causal must be true or false"),
-    ("encoder_causal", 1, "encoder_causal must be true or false"),
-]
-
-
-@pytest.mark.parametrize("field,value,message", BAD)
-@pytest.mark.parametrize("model", [GPT, BERT, Transformer, ViT])
-def test_bad_block_switch_values_fail_in_one_line(model, field, value, message):
-    if field not in {f.name for f in dataclasses.fields(model.config_class)}:
-        pytest.skip(f"{model.__name__} has no {field}")
-    with pytest.raises(ValueError, match=message) as err:
-        model.make_config(None, **{field: value})
-    assert "\n" not in str(err.value)
 
 
 def test_make_norm_rejects_unknown_kinds_and_none_is_identity():

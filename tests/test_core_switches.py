@@ -4,20 +4,32 @@ Each switch is checked against a reference written out here (not against the cod
 model identical and on the SDPA fast path; RoPE, ALiBi, additive attention, scales and projections match explicit
 formulas; windows equal full attention when they hide nothing, hide exactly the keys beyond them and never build
 an (n, n) score matrix; cached decoding equals the full forward; non-learned positions run past the training
-length; bad values fail in one line naming the option.
+length; bad values of every switch (one table) fail in one line naming the option; every model config lists each
+switch once, null, from the shared YAML list, and configs recorded before the switches were grouped still rebuild.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from zoo.core import KVCache, MultiHeadAttention, RotaryEmbedding, SinusoidalPositionEmbedding, alibi_slopes
+from zoo.core import (
+    ComputeOptions,
+    KVCache,
+    MultiHeadAttention,
+    RotaryEmbedding,
+    SinusoidalPositionEmbedding,
+    alibi_slopes,
+    switch_names,
+)
 from zoo.core.window import windowed_attention
 from zoo.models import BERT, GPT, Transformer, ViT
 
@@ -593,28 +605,127 @@ def test_record_weights_keeps_logits_and_their_softmax(switch):
     torch.testing.assert_close(attn(x, is_causal=True), out, atol=1e-5, rtol=1e-5)
 
 
+# Every core option of the four model configs (zoo.core.switches) with a bad value and what its one-line error says:
+# the single table of bad values; a new switch adds its row here (test_every_core_option_has_a_bad_value).
 BAD = [
-    ("attn_scale", "sqrt", "attn_scale"),
+    ("positions", "relative", "unknown positions 'relative'"),
+    ("position_merge", "mul", "unknown position_merge 'mul'"),
+    ("sinusoid_base", 0, "sinusoid_base must be a number > 1"),
+    ("attn_scale", "sqrt", "unknown attn_scale 'sqrt'"),
     ("attn_scale", -1.0, "attn_scale"),
     ("attn_scale", True, "attn_scale"),
-    ("attn_score", "multiplicative", "attn_score"),
-    ("qk_proj", "tied", "qk_proj"),
+    ("attn_score", "multiplicative", "unknown attn_score 'multiplicative'"),
+    ("qk_proj", "tied", "unknown qk_proj 'tied'"),
     ("attn_window", 0, "attn_window"),
     ("attn_window", 2.5, "attn_window"),
-    ("positions", "relative", "positions"),
-    ("position_merge", "mul", "position_merge"),
-    ("sinusoid_base", 0, "sinusoid_base"),
+    ("qk_norm", "yes", "qk_norm must be true or false"),
+    ("norm", "batchnorm2d", "unknown norm 'batchnorm2d'"),
+    ("norm", "rmsnorm", "unknown norm"),
+    ("ff_inner_norm", "dropout", "unknown ff_inner_norm"),
+    ("residual_attn", "off", "residual_attn must be true or false"),
+    ("residual_ff", 0, "residual_ff must be true or false"),
+    ("causal", "yes", "causal must be true or false"),
+    ("encoder_causal", 1, "encoder_causal must be true or false"),
+    ("attn_impl", "flash", "unknown attn_impl 'flash'"),
+    ("activation_checkpointing", "yes", "activation_checkpointing must be true or false"),
 ]
+MODELS = [GPT, BERT, Transformer, ViT]
+
+
+def core_options(model) -> set[str]:
+    """The config fields a model inherits from zoo.core.switches: its lab switches and the compute options."""
+    return switch_names(model.config_class) | {f.name for f in dataclasses.fields(ComputeOptions)}
 
 
 @pytest.mark.parametrize("field,value,named", BAD)
-@pytest.mark.parametrize("model", [GPT, BERT, Transformer, ViT])
+@pytest.mark.parametrize("model", MODELS)
 def test_bad_switch_values_fail_in_one_line_naming_the_option(model, field, value, named):
     if field not in {f.name for f in dataclasses.fields(model.config_class)}:
         pytest.skip(f"{model.__name__} has no {field}")
     with pytest.raises(ValueError, match=named) as err:
         model.make_config(None, **{field: value})
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_core_option_has_a_bad_value(model):
+    assert core_options(model) <= {field for field, _, _ in BAD}
+
+
+# The lab switches of each model, written out (not read from the declarations they check).
+POSITION_SWITCHES = {"positions", "position_merge", "sinusoid_base"}
+ATTENTION_SWITCHES = {"attn_scale", "attn_score", "qk_proj", "attn_window", "qk_norm"}
+BLOCK_SWITCHES = {"norm", "ff_inner_norm", "residual_attn", "residual_ff"}
+SWITCHES = {
+    GPT: POSITION_SWITCHES | ATTENTION_SWITCHES | BLOCK_SWITCHES,
+    BERT: POSITION_SWITCHES | ATTENTION_SWITCHES | BLOCK_SWITCHES | {"causal"},
+    Transformer: POSITION_SWITCHES | ATTENTION_SWITCHES | BLOCK_SWITCHES | {"encoder_causal"},
+    ViT: ATTENTION_SWITCHES | BLOCK_SWITCHES | {"causal"},
+}
+CONF = Path(__file__).resolve().parents[1] / "zoo" / "conf"
+
+
+def composed_net(*overrides: str):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides)).model.net
+
+
+MODEL_YAMLS = [("gpt", GPT), ("gpt2", GPT), ("bert", BERT), ("bert_classifier", BERT), ("transformer", Transformer)]
+
+
+@pytest.mark.parametrize("yaml, model", [*MODEL_YAMLS, ("vit", ViT)])
+def test_each_model_config_lists_its_core_options_once_null_and_overridable(yaml, model):
+    """The switch lists of zoo/conf/switches reach every model config under model.net, null (the model's default),
+    exactly the options its config class has, and command-line overrides set them as they always did."""
+    assert switch_names(model.config_class) == SWITCHES[model]
+    net = composed_net(f"model={yaml}")
+    listed = {key for key in net if key in set().union(*map(core_options, MODELS))}
+    assert listed == core_options(model), yaml
+    assert all(net[name] is None for name in listed), yaml
+    overridden = composed_net(f"model={yaml}", "model.net.qk_norm=true", "model.net.attn_impl=sdpa")
+    assert overridden.qk_norm is True and overridden.attn_impl == "sdpa"
+
+
+def test_bn_vit_config_sets_batchnorm_everywhere_over_the_null_list():
+    bn = composed_net("model=vit_bn")  # BN-ViT: BatchNorm everywhere, also inside the FFN
+    assert bn.norm == "batchnorm" and bn.ff_inner_norm == "batchnorm" and bn.qk_norm is None
+
+
+# A GPT config as checkpoints recorded it before the switches were declared once (checkpoints' "zoo" section and
+# config.json hold `dataclasses.asdict(config)`): it must rebuild the same model and record the same values (options
+# added since, at their defaults, besides).
+RECORDED_GPT = {
+    "vocab_size": 40, "block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 64, "dropout": 0.0, "bias": True,
+    "layer_norm_eps": 1e-05, "activation": "gelu", "attn_impl": "auto", "tie_weights": True, "positions": "rope",
+    "position_merge": "add", "sinusoid_base": 10000.0, "attn_scale": "sqrt_dk", "attn_score": "dot",
+    "qk_proj": "separate", "attn_window": None, "qk_norm": True, "norm": "layernorm", "ff_inner_norm": None,
+    "residual_attn": True, "residual_ff": False,
+}  # fmt: skip
+
+
+def test_configs_recorded_before_the_switch_groups_rebuild_the_same_model():
+    model = GPT.from_config_dict(dict(RECORDED_GPT))
+    recorded_now = model.config_dict()
+    assert {k: recorded_now[k] for k in RECORDED_GPT} == RECORDED_GPT
+    defaults = GPT.make_config(None).__dict__
+    assert all(recorded_now[k] == defaults[k] for k in recorded_now.keys() - RECORDED_GPT.keys())  # newer options
+    assert model.nondefault_switches() == {"positions": "rope", "qk_norm": True, "residual_ff": False}
+    assert GPT.from_preset("gpt-nano", vocab_size=40, positions="rope", qk_norm=True, residual_ff=False).config == (
+        model.config
+    )
+    blocks = model.blocks.layers
+    assert blocks[0].self_attn.rotary is not None and blocks[0].self_attn.q_norm is not None
+    assert not blocks[0].residual_ff
+
+
+def test_a_config_class_keeps_its_own_fields_positional():
+    """The inherited switches are keyword-only, so a model config's constructor reads as before."""
+    from zoo.models import GPTConfig, TransformerConfig
+
+    assert GPTConfig(100, 32).block_size == 32
+    config = TransformerConfig(100, None, 64, 4)
+    assert (config.tgt_vocab_size, config.d_model, config.n_heads, config.positions) == (100, 64, 4, "sinusoidal")
 
 
 def test_inconsistent_switches_and_core_constructors_fail():

@@ -50,6 +50,19 @@ from .positions import (
     merge_positions,
 )
 from .sampling import filter_logits, sample_next_token
+from .switches import (
+    AttentionSwitches,
+    BlockSwitches,
+    CausalSwitch,
+    ComputeOptions,
+    CoreOptions,
+    PositionSwitches,
+    Switches,
+    check_choice,
+    check_flags,
+    suggestion,
+    switch_names,
+)
 from .window import windowed_attention
 
 __all__ = [
@@ -76,8 +89,19 @@ __all__ = [
     "merge_positions",
     "sinusoid_table",
     "windowed_attention",
+    "AttentionSwitches",
     "Block",
     "BlockStack",
+    "BlockSwitches",
+    "CausalSwitch",
+    "ComputeOptions",
+    "CoreOptions",
+    "PositionSwitches",
+    "Switches",
+    "check_choice",
+    "check_flags",
+    "suggestion",
+    "switch_names",
     "FeedForward",
     "KVCache",
     "LayerCache",

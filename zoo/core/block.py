@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from functools import partial
+
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .attention import MultiHeadAttention
 from .feedforward import FeedForward
@@ -37,23 +41,20 @@ class Block(nn.Module):
         cross_attention: bool = False,
         bias: bool = True,
         attn_impl: str = "auto",
-        attn_scale: str | float = "sqrt_dk",
-        attn_score: str = "dot",
-        qk_proj: str = "separate",
         attn_positions: str | None = None,
         rope_base: float = 10000.0,
         attn_window: int | None = None,
-        qk_norm: bool = False,
         residual_attn: bool = True,
         residual_ff: bool = True,
+        **attention,
     ) -> None:
-        """attn_scale, attn_score, qk_proj, qk_norm: both attentions; attn_positions ("rope", "alibi" or None),
-        rope_base and attn_window: self-attention only (see `MultiHeadAttention`)."""
+        """attn_positions ("rope", "alibi" or None), rope_base and attn_window: self-attention only. `attention`:
+        the other keywords of `MultiHeadAttention` (the lab's attn_scale, attn_score, qk_proj, qk_norm...), for
+        self- and cross-attention alike; a new attention switch passes through here unnamed."""
         super().__init__()
         self.norm_first = norm_first
         self.residual_attn, self.residual_ff = residual_attn, residual_ff
         self.masked_norm = norm == "batchnorm_masked"  # see norms.apply_norm
-        switches = dict(attn_scale=attn_scale, attn_score=attn_score, qk_proj=qk_proj, qk_norm=qk_norm)
         self.self_attn = MultiHeadAttention(
             d_model,
             n_heads,
@@ -63,13 +64,13 @@ class Block(nn.Module):
             positions=attn_positions,
             rope_base=rope_base,
             attn_window=attn_window,
-            **switches,
+            **attention,
         )
         self.norm1 = make_norm(norm, d_model, eps=norm_eps, bias=bias)
         self.cross_attn = None
         if cross_attention:
             self.cross_attn = MultiHeadAttention(
-                d_model, n_heads, dropout=attn_dropout, bias=bias, cross=True, impl=attn_impl, **switches
+                d_model, n_heads, dropout=attn_dropout, bias=bias, cross=True, impl=attn_impl, **attention
             )
             self.norm_cross = make_norm(norm, d_model, eps=norm_eps, bias=bias)
         self.ff = FeedForward(
@@ -132,12 +133,20 @@ class Block(nn.Module):
 
 
 class BlockStack(nn.Module):
-    """`n_layers` identical blocks, with an optional final norm (pre-LN stacks need one after the last block)."""
+    """`n_layers` identical blocks, with an optional final norm (pre-LN stacks need one after the last block).
 
-    def __init__(self, n_layers: int, d_model: int, *, final_norm: bool, **block_kwargs) -> None:
+    activation_checkpointing: keep only each block's input while gradients are computed and run the block's forward
+    again in the backward pass (torch's non-reentrant checkpoint, random state restored, so dropout draws the same
+    masks): the same values and gradients for about one more forward pass of compute, and the activation memory of
+    one block instead of all of them. Not with a KV cache (a second forward would append to it again)."""
+
+    def __init__(
+        self, n_layers: int, d_model: int, *, final_norm: bool, activation_checkpointing: bool = False, **block_kwargs
+    ) -> None:
         super().__init__()
         if n_layers <= 0:
             raise ValueError(f"n_layers must be positive, got {n_layers}")
+        self.activation_checkpointing = activation_checkpointing
         self.layers = nn.ModuleList(Block(d_model, **block_kwargs) for _ in range(n_layers))
         kind = block_kwargs.get("norm", "layernorm")
         self.masked_final_norm = kind == "batchnorm_masked"  # see norms.apply_norm
@@ -168,9 +177,9 @@ class BlockStack(nn.Module):
         (no earlier layer can skip any: every position is a key/value of the next layer).
         token_mask: (B, T) bool, True at real tokens: what masked batch norm computes its statistics over."""
         last = len(self.layers) - 1
+        recompute = self.activation_checkpointing and cache is None and torch.is_grad_enabled()
         for i, layer in enumerate(self.layers):
-            x = layer(
-                x,
+            inputs = dict(
                 mask=mask,
                 is_causal=is_causal,
                 context=context,
@@ -179,8 +188,32 @@ class BlockStack(nn.Module):
                 n_outputs=n_outputs if i == last else None,
                 token_mask=token_mask,
             )
+            if recompute:
+                context_fn = partial(_keep_running_stats, layer)
+                x = checkpoint(layer, x, use_reentrant=False, context_fn=context_fn, **inputs)
+            else:
+                x = layer(x, **inputs)
         if self.final_norm is None:
             return x
         if token_mask is not None and n_outputs is not None:
             token_mask = token_mask[:, :n_outputs]
         return apply_norm(self.final_norm, x, token_mask, masked=self.masked_final_norm)
+
+
+def _keep_running_stats(layer: nn.Module):
+    """checkpoint's two contexts (first forward, recomputation): a block's BatchNorms in training mode update their
+    running statistics on every forward, so the recomputation puts them back as the first forward left them."""
+    norms = [m for m in layer.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    return contextlib.nullcontext(), _restoring_buffers(norms)
+
+
+@contextlib.contextmanager
+def _restoring_buffers(modules: list[nn.Module]):
+    saved = [[b.clone() for b in m.buffers()] for m in modules]
+    try:
+        yield
+    finally:  # also when the recomputation stops early, once it has every tensor the backward needs
+        with torch.no_grad():
+            for m, buffers in zip(modules, saved):
+                for b, value in zip(m.buffers(), buffers):
+                    b.copy_(value)

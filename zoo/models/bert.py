@@ -19,37 +19,36 @@ from torch import nn
 
 from zoo.core import (
     ACTIVATIONS,
-    ATTENTION_IMPLS,
-    ATTENTION_POSITIONS,
+    AttentionSwitches,
     BlockStack,
+    BlockSwitches,
+    CausalSwitch,
+    ComputeOptions,
     PositionConcat,
+    PositionSwitches,
     SegmentEmbedding,
     TokenEmbedding,
     apply_norm,
     build_attention_mask,
+    check_choice,
     init_transformer_weights,
     make_norm,
     make_position_embedding,
     merge_positions,
 )
 
-from .base import (
-    ZooModel,
-    check_attention_switches,
-    check_block_switches,
-    check_choice,
-    check_position_switches,
-    check_positive,
-    check_probability,
-    sinusoids_added,
-)
+from .base import ZooModel, check_heads_divide, check_positive, check_probability
 
 HEADS = ("pretraining", "classification", "none")
 
 
 @dataclass
-class BERTConfig:
-    # Field names follow Hugging Face's BertConfig, which BERT users know.
+class BERTConfig(PositionSwitches, AttentionSwitches, BlockSwitches, CausalSwitch, ComputeOptions):
+    """BERT's sizes, with Hugging Face's BertConfig names, which BERT users know; the core's switches and options
+    (zoo.core.switches) are inherited with BERT's defaults. `norm` also covers the embedding norm (the MLM head's
+    own LayerNorm stays). With `causal` the pooled vector comes from the last real token (the only one that has
+    seen the whole input) instead of [CLS]."""
+
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -63,27 +62,9 @@ class BERTConfig:
     hidden_act: str = "gelu"
     initializer_range: float = 0.02
     pad_token_id: int = 0
-    attn_impl: str = "auto"
     head: str = "pretraining"
     num_labels: int = 2  # classification head only
     classifier_dropout: float | None = None  # None: hidden_dropout_prob, as in Hugging Face
-    # The lab's switches (issue 11); the defaults are BERT. See zoo.core.MultiHeadAttention and zoo.core.positions.
-    positions: str = "learned"  # learned | sinusoidal | none | rope | alibi (only "learned" is bound to the table)
-    position_merge: str = "add"  # add | concat (zoo.core.PositionConcat: W [token ; position], W: 2d -> d)
-    sinusoid_base: float = 10000.0  # of the sinusoids and of RoPE's frequencies
-    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
-    attn_score: str = "dot"  # dot | additive
-    qk_proj: str = "separate"  # separate | shared | none
-    attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
-    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
-    # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms. The MLM head's own LayerNorm stays.
-    norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: the embedding norm and every block's
-    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
-    residual_attn: bool = True  # False: no skip path around the attention sub-layer
-    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
-    # True: GPT-style self-attention (each token sees itself and the tokens before it); the pooled vector then
-    # comes from the last real token (the only one that has seen the whole input) instead of [CLS].
-    causal: bool = False
 
     def __post_init__(self) -> None:
         check_positive(
@@ -96,34 +77,15 @@ class BERTConfig:
             type_vocab_size=self.type_vocab_size,
             num_labels=self.num_labels,
         )
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}; "
-                "choose a head count that divides the width (BERT uses hidden_size / 64 heads)"
-            )
+        check_heads_divide(self, "hidden_size", "num_attention_heads", " (BERT uses hidden_size / 64 heads)")
         check_probability(
             hidden_dropout_prob=self.hidden_dropout_prob, attention_probs_dropout_prob=self.attention_probs_dropout_prob
         )
         if self.classifier_dropout is not None:
             check_probability(classifier_dropout=self.classifier_dropout)
         check_choice("hidden_act", self.hidden_act, ACTIVATIONS)
-        check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_choice("head", self.head, HEADS)
-        check_attention_switches(
-            attn_scale=self.attn_scale,
-            attn_score=self.attn_score,
-            qk_proj=self.qk_proj,
-            attn_window=self.attn_window,
-            qk_norm=self.qk_norm,
-        )
-        check_position_switches(
-            positions=self.positions,
-            position_merge=self.position_merge,
-            sinusoid_base=self.sinusoid_base,
-            d_model=self.hidden_size,
-            head_dim=self.hidden_size // self.num_attention_heads,
-        )
-        check_block_switches(self, residual_attn=self.residual_attn, residual_ff=self.residual_ff, causal=self.causal)
+        self.check_core(d_model=self.hidden_size, n_heads=self.num_attention_heads)
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id={self.pad_token_id} is outside the vocabulary of {self.vocab_size} tokens")
 
@@ -180,7 +142,7 @@ class BERT(ZooModel):
         super().__init__(config)
         c = config
         # With added sinusoids the token vectors are scaled by sqrt(d_model), as in the 2017 paper (see GPT).
-        self.tok_emb = TokenEmbedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id, scale=sinusoids_added(c))
+        self.tok_emb = TokenEmbedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id, scale=c.adds_sinusoids())
         self.pos_emb = make_position_embedding(
             c.positions, c.max_position_embeddings, c.hidden_size, base=c.sinusoid_base
         )
@@ -198,19 +160,8 @@ class BERT(ZooModel):
             attn_dropout=c.attention_probs_dropout_prob,
             activation=c.hidden_act,
             norm_first=False,
-            norm=c.norm,
-            ff_inner_norm=c.ff_inner_norm,
-            residual_attn=c.residual_attn,
-            residual_ff=c.residual_ff,
             norm_eps=c.layer_norm_eps,
-            attn_impl=c.attn_impl,
-            attn_scale=c.attn_scale,
-            attn_score=c.attn_score,
-            qk_proj=c.qk_proj,
-            attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
-            rope_base=c.sinusoid_base,
-            attn_window=c.attn_window,
-            qk_norm=c.qk_norm,
+            **c.stack_options(),
         )
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size)
         self.mlm = self.nsp = self.classifier = None

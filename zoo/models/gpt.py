@@ -10,13 +10,16 @@ from torch import nn
 
 from zoo.core import (
     ACTIVATIONS,
-    ATTENTION_IMPLS,
-    ATTENTION_POSITIONS,
+    AttentionSwitches,
     BlockStack,
+    BlockSwitches,
+    ComputeOptions,
     KVCache,
     PositionConcat,
+    PositionSwitches,
     TokenEmbedding,
     build_attention_mask,
+    check_choice,
     decode_tokens,
     init_transformer_weights,
     linear_cross_entropy,
@@ -25,20 +28,14 @@ from zoo.core import (
     scale_residual_projections,
 )
 
-from .base import (
-    ZooModel,
-    check_attention_switches,
-    check_block_switches,
-    check_choice,
-    check_position_switches,
-    check_positive,
-    check_probability,
-    sinusoids_added,
-)
+from .base import ZooModel, check_heads_divide, check_positive, check_probability
 
 
 @dataclass
-class GPTConfig:
+class GPTConfig(PositionSwitches, AttentionSwitches, BlockSwitches, ComputeOptions):
+    """GPT-2's sizes; the core's switches and options (zoo.core.switches) are inherited with GPT-2's defaults.
+    Only positions="learned" is bound to block_size."""
+
     vocab_size: int = 50257
     block_size: int = 1024  # maximum context (number of learned positions)
     n_layer: int = 12
@@ -48,22 +45,7 @@ class GPTConfig:
     bias: bool = True
     layer_norm_eps: float = 1e-5
     activation: str = "gelu_tanh"
-    attn_impl: str = "auto"
     tie_weights: bool = True
-    # The lab's switches (issue 11); the defaults are GPT-2. See zoo.core.MultiHeadAttention and zoo.core.positions.
-    positions: str = "learned"  # learned | sinusoidal | none | rope | alibi (only "learned" is bound to block_size)
-    position_merge: str = "add"  # add | concat (zoo.core.PositionConcat: W [token ; position], W: 2d -> d)
-    sinusoid_base: float = 10000.0  # of the sinusoids and of RoPE's frequencies
-    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
-    attn_score: str = "dot"  # dot | additive
-    qk_proj: str = "separate"  # separate | shared | none
-    attn_window: int | None = None  # None, or each token attends to the attn_window most recent tokens
-    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
-    # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms.
-    norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: every block norm and the final one
-    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
-    residual_attn: bool = True  # False: no skip path around the attention sub-layer
-    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
 
     def __post_init__(self) -> None:
         check_positive(
@@ -73,29 +55,10 @@ class GPTConfig:
             n_head=self.n_head,
             n_embd=self.n_embd,
         )
-        if self.n_embd % self.n_head:
-            raise ValueError(
-                f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
-                "choose n_head so that each head gets n_embd / n_head dimensions"
-            )
+        check_heads_divide(self, "n_embd", "n_head")
         check_probability(dropout=self.dropout)
         check_choice("activation", self.activation, ACTIVATIONS)
-        check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
-        check_attention_switches(
-            attn_scale=self.attn_scale,
-            attn_score=self.attn_score,
-            qk_proj=self.qk_proj,
-            attn_window=self.attn_window,
-            qk_norm=self.qk_norm,
-        )
-        check_position_switches(
-            positions=self.positions,
-            position_merge=self.position_merge,
-            sinusoid_base=self.sinusoid_base,
-            d_model=self.n_embd,
-            head_dim=self.n_embd // self.n_head,
-        )
-        check_block_switches(self, residual_attn=self.residual_attn, residual_ff=self.residual_ff)
+        self.check_core(d_model=self.n_embd, n_heads=self.n_head)
 
 
 _GPT2 = dict(vocab_size=50257, block_size=1024, activation="gelu_tanh")
@@ -125,7 +88,7 @@ class GPT(ZooModel):
         # the tokens and the model learns little more than character frequencies (val loss 3.36 vs 2.36 for learned
         # positions after 400 steps of gpt-mini on tiny shakespeare). The 2017 paper scales the embeddings by
         # sqrt(d_model) for exactly this sum, so the sinusoidal switch does too (2.31).
-        self.tok_emb = TokenEmbedding(c.vocab_size, c.n_embd, scale=sinusoids_added(c))
+        self.tok_emb = TokenEmbedding(c.vocab_size, c.n_embd, scale=c.adds_sinusoids())
         self.pos_emb = make_position_embedding(c.positions, c.block_size, c.n_embd, base=c.sinusoid_base)
         self.pos_merge = PositionConcat(c.n_embd) if c.position_merge == "concat" else None
         self.drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
@@ -139,20 +102,9 @@ class GPT(ZooModel):
             attn_dropout=c.dropout,
             activation=c.activation,
             norm_first=True,
-            norm=c.norm,
-            ff_inner_norm=c.ff_inner_norm,
-            residual_attn=c.residual_attn,
-            residual_ff=c.residual_ff,
             norm_eps=c.layer_norm_eps,
             bias=c.bias,
-            attn_impl=c.attn_impl,
-            attn_scale=c.attn_scale,
-            attn_score=c.attn_score,
-            qk_proj=c.qk_proj,
-            attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
-            rope_base=c.sinusoid_base,
-            attn_window=c.attn_window,
-            qk_norm=c.qk_norm,
+            **c.stack_options(),
         )
         self.lm_head = None if c.tie_weights else nn.Linear(c.n_embd, c.vocab_size, bias=False)
         self.apply(partial(init_transformer_weights, std=0.02))

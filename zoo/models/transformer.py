@@ -9,41 +9,54 @@ torch.nn.Transformer with embeddings and a tied output layer around it (final no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from zoo.core import (
     ACTIVATIONS,
-    ATTENTION_IMPLS,
-    ATTENTION_POSITIONS,
+    AttentionSwitches,
     BlockStack,
+    BlockSwitches,
+    ComputeOptions,
     KVCache,
     LearnedPositionEmbedding,
     PositionConcat,
+    PositionSwitches,
     SinusoidalPositionEmbedding,
+    Switches,
     TokenEmbedding,
     beam_search,
     build_attention_mask,
+    check_choice,
+    check_flags,
     decode_tokens,
     linear_cross_entropy,
     merge_positions,
 )
 
-from .base import (
-    ZooModel,
-    check_attention_switches,
-    check_block_switches,
-    check_choice,
-    check_position_switches,
-    check_positive,
-    check_probability,
-)
+from .base import ZooModel, check_heads_divide, check_positive, check_probability
+
+
+@dataclass(kw_only=True)
+class EncoderCausalSwitch(Switches):
+    """The Transformer's own switch: its decoder is causal anyway, so the option names the encoder."""
+
+    encoder_causal: bool = False  # True: the encoder's self-attention is causal (GPT-style)
+
+    def check_core(self, *, d_model: int, n_heads: int) -> None:
+        super().check_core(d_model=d_model, n_heads=n_heads)
+        check_flags(encoder_causal=self.encoder_causal)
 
 
 @dataclass
-class TransformerConfig:
+class TransformerConfig(PositionSwitches, AttentionSwitches, BlockSwitches, EncoderCausalSwitch, ComputeOptions):
+    """The 2017 paper's sizes; the core's switches and options (zoo.core.switches) are inherited with the paper's
+    defaults, for both stacks. RoPE, ALiBi and windows act on both self-attentions, never on cross-attention (a
+    window: the decoder's w most recent tokens, the encoder's w // 2 on each side, or its w most recent with
+    `encoder_causal`). Learned and sinusoidal positions stop at max_len, as the reference does."""
+
     src_vocab_size: int = 37000
     tgt_vocab_size: int | None = None  # None: the joint vocabulary, same as the source
     d_model: int = 512
@@ -64,25 +77,7 @@ class TransformerConfig:
     pad_token_id: int = 0
     bos_token_id: int = 1
     eos_token_id: int = 2
-    attn_impl: str = "auto"
-    # The lab's switches (issue 11); the defaults are the 2017 paper. See zoo.core.MultiHeadAttention and
-    # zoo.core.positions. RoPE/ALiBi/windows act on both self-attentions, never on cross-attention. Learned and
-    # sinusoidal positions stop at max_len (as the reference does); rope, alibi and none have no length limit.
-    positions: str = "sinusoidal"  # learned | sinusoidal | none | rope | alibi
-    position_merge: str = "add"  # add | concat (zoo.core.PositionConcat: W [token ; position], W: 2d -> d)
-    sinusoid_base: float = 10000.0  # of the sinusoids and of RoPE's frequencies
-    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
-    attn_score: str = "dot"  # dot | additive
-    qk_proj: str = "separate"  # separate | shared | none
-    attn_window: int | None = None  # None or w: decoder w most recent tokens, encoder w // 2 each side
-    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
-    # The block's switches (issue 12), for both stacks; see zoo.core.Block and zoo.core.norms.
-    norm: str = "layernorm"  # layernorm | batchnorm | batchnorm_masked | none: every block norm and the final ones
-    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
-    residual_attn: bool = True  # False: no skip path around self- and cross-attention
-    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
-    # True: the encoder's self-attention is causal (GPT-style; with attn_window, the w most recent tokens).
-    encoder_causal: bool = False
+    positions: str = field(default="sinusoidal", kw_only=True)  # PositionSwitches' field, the paper's default
 
     def __post_init__(self) -> None:
         if self.tgt_vocab_size is None:
@@ -97,11 +92,7 @@ class TransformerConfig:
             n_encoder_layers=self.n_encoder_layers,
             n_decoder_layers=self.n_decoder_layers,
         )
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
-                "choose n_heads so that each head gets d_model / n_heads dimensions"
-            )
+        check_heads_divide(self, "d_model", "n_heads")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings=true needs one joint vocabulary, but src_vocab_size={self.src_vocab_size} and "
@@ -109,24 +100,7 @@ class TransformerConfig:
             )
         check_probability(dropout=self.dropout, attn_dropout=self.attn_dropout, ff_dropout=self.ff_dropout)
         check_choice("activation", self.activation, ACTIVATIONS)
-        check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
-        check_attention_switches(
-            attn_scale=self.attn_scale,
-            attn_score=self.attn_score,
-            qk_proj=self.qk_proj,
-            attn_window=self.attn_window,
-            qk_norm=self.qk_norm,
-        )
-        check_position_switches(
-            positions=self.positions,
-            position_merge=self.position_merge,
-            sinusoid_base=self.sinusoid_base,
-            d_model=self.d_model,
-            head_dim=self.d_model // self.n_heads,
-        )
-        check_block_switches(
-            self, residual_attn=self.residual_attn, residual_ff=self.residual_ff, encoder_causal=self.encoder_causal
-        )
+        self.check_core(d_model=self.d_model, n_heads=self.n_heads)
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
@@ -172,19 +146,8 @@ class Transformer(ZooModel):
             ff_inner_dropout=c.ff_dropout,
             activation=c.activation,
             norm_first=c.norm_first,
-            norm=c.norm,
-            ff_inner_norm=c.ff_inner_norm,
-            residual_attn=c.residual_attn,
-            residual_ff=c.residual_ff,
             norm_eps=c.layer_norm_eps,
-            attn_impl=c.attn_impl,
-            attn_scale=c.attn_scale,
-            attn_score=c.attn_score,
-            qk_proj=c.qk_proj,
-            attn_positions=c.positions if c.positions in ATTENTION_POSITIONS else None,
-            rope_base=c.sinusoid_base,
-            attn_window=c.attn_window,
-            qk_norm=c.qk_norm,
+            **c.stack_options(),
         )
         self.encoder = BlockStack(c.n_encoder_layers, c.d_model, final_norm=c.final_norm, **stack)
         self.decoder = BlockStack(c.n_decoder_layers, c.d_model, final_norm=c.final_norm, cross_attention=True, **stack)

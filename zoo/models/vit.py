@@ -17,29 +17,33 @@ from torch import nn
 
 from zoo.core import (
     ACTIVATIONS,
-    ATTENTION_IMPLS,
+    AttentionSwitches,
     BlockStack,
+    BlockSwitches,
+    CausalSwitch,
+    ComputeOptions,
     LearnedPositionEmbedding,
     PatchEmbedding,
     apply_norm,
+    check_choice,
     init_transformer_weights,
     make_norm,
 )
 
-from .base import (
-    ZooModel,
-    check_attention_switches,
-    check_block_switches,
-    check_choice,
-    check_positive,
-    check_probability,
-)
+from .base import ZooModel, check_heads_divide, check_positive, check_probability
 
 POOLS = ("token", "avg")
 
 
 @dataclass
-class ViTConfig:
+class ViTConfig(AttentionSwitches, BlockSwitches, CausalSwitch, ComputeOptions):
+    """ViT's sizes; the core's switches and options (zoo.core.switches) are inherited with ViT's defaults (its
+    positions stay a learned table). norm="batchnorm" with ff_inner_norm="batchnorm" is BN-ViT ("Leveraging Batch
+    Normalization for Vision Transformers", Yao et al. 2021: every LayerNorm becomes a BatchNorm and the FFN gets
+    one between its layers; model=vit_bn); "batchnorm_masked" equals "batchnorm" here (no padding). `causal`
+    attends over [class token,] patches in raster order and needs pool="avg" (a class token in front would see
+    only itself)."""
+
     image_size: int = 224
     patch_size: int = 16
     in_channels: int = 3
@@ -52,31 +56,13 @@ class ViTConfig:
     attn_dropout: float = 0.0
     pool: str = "token"  # "token": the class token's output; "avg": mean of the patch tokens
     class_token: bool = True
-    # "layernorm"; "batchnorm" with ff_inner_norm="batchnorm" is BN-ViT ("Leveraging Batch Normalization for
-    # Vision Transformers", Yao et al. 2021): every LayerNorm becomes a BatchNorm and the FFN gets a BatchNorm
-    # between its two layers (model=vit_bn). Also "none"; "batchnorm_masked" equals "batchnorm" (no padding).
-    norm: str = "layernorm"
     norm_eps: float = 1e-6  # timm, torchvision and the original JAX code use 1e-6
-    attn_impl: str = "auto"
     # The FFN's activation: "gelu" (exact) is every reference ViT's; any other (e.g. "relu2", Primer's squared
     # ReLU) makes the model non-reference, see `ViT.nondefault_switches`.
     activation: str = "gelu"
     # False: an image whose size differs from image_size is an error. True: the position table is resampled
     # (bicubic) to the image's patch grid on the fly, as timm's dynamic_img_size does.
     dynamic_image_size: bool = False
-    # The lab's attention switches (issue 11); the defaults are ViT. Positions stay a learned table.
-    attn_scale: str | float = "sqrt_dk"  # sqrt_dk | none | a positive number multiplying the logits
-    attn_score: str = "dot"  # dot | additive
-    qk_proj: str = "separate"  # separate | shared | none
-    attn_window: int | None = None  # None, or each token attends to the tokens within attn_window // 2 each side
-    qk_norm: bool = False  # True: RMSNorm of each head's q and k before the scores (QK-norm)
-    # The block's switches (issue 12); see zoo.core.Block and zoo.core.norms.
-    ff_inner_norm: str | None = None  # None | batchnorm | batchnorm_masked | layernorm: between the FFN layers
-    residual_attn: bool = True  # False: no skip path around the attention sub-layer
-    residual_ff: bool = True  # False: no skip path around the feed-forward sub-layer
-    # True: causal self-attention over [class token,] patches in raster order; needs pool="avg" (a class token
-    # in front would see only itself).
-    causal: bool = False
 
     def __post_init__(self) -> None:
         check_positive(
@@ -95,23 +81,11 @@ class ViTConfig:
                 f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}; "
                 "pick a patch size that tiles the image"
             )
-        if self.embed_dim % self.num_heads:
-            raise ValueError(
-                f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}; "
-                "choose num_heads so that each head gets embed_dim / num_heads dimensions"
-            )
+        check_heads_divide(self, "embed_dim", "num_heads")
         check_probability(dropout=self.dropout, attn_dropout=self.attn_dropout)
         check_choice("pool", self.pool, POOLS)
-        check_block_switches(self, residual_attn=self.residual_attn, residual_ff=self.residual_ff, causal=self.causal)
-        check_choice("attn_impl", self.attn_impl, ATTENTION_IMPLS)
         check_choice("activation", self.activation, ACTIVATIONS)
-        check_attention_switches(
-            attn_scale=self.attn_scale,
-            attn_score=self.attn_score,
-            qk_proj=self.qk_proj,
-            attn_window=self.attn_window,
-            qk_norm=self.qk_norm,
-        )
+        self.check_core(d_model=self.embed_dim, n_heads=self.num_heads)
         if self.pool == "token" and not self.class_token:
             raise ValueError("pool='token' needs class_token=true; use pool='avg' for a model without a class token")
         if self.causal and self.pool == "token":
@@ -201,17 +175,8 @@ class ViT(ZooModel):
             attn_dropout=c.attn_dropout,
             activation=c.activation,
             norm_first=True,
-            norm=c.norm,
-            ff_inner_norm=c.ff_inner_norm,
-            residual_attn=c.residual_attn,
-            residual_ff=c.residual_ff,
             norm_eps=c.norm_eps,
-            attn_impl=c.attn_impl,
-            attn_scale=c.attn_scale,
-            attn_score=c.attn_score,
-            qk_proj=c.qk_proj,
-            attn_window=c.attn_window,
-            qk_norm=c.qk_norm,
+            **c.stack_options(),
         )
         self.norm = make_norm(c.norm, c.embed_dim, eps=c.norm_eps)
         self.head_drop = nn.Dropout(c.dropout) if c.dropout else nn.Identity()
