@@ -16,13 +16,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from benchmarks import optimizer_groups
 from zoo.core.block import Block
 from zoo.entry.export import main as export_main
 from zoo.models.gpt import GPT
 from zoo.tasks.fsdp import FSDP2Strategy, check_optimizer_for_sharding, shard_per_block
 from zoo.tasks.optim import param_groups
 
+from benchmarks import optimizer_groups
 from conftest import assert_ok, assert_one_line_error, run_script
 
 FSDP_CPU = [
@@ -78,7 +78,12 @@ def test_two_sharded_processes_train_resume_and_match_one_process(tmp_path):
     unsharded = tmp_path / "resumed_without_fsdp"
     assert_ok(
         run_script(
-            "train.py", "trainer=cpu", *RUN, "trainer.max_steps=10", f"ckpt_path={checkpoint}", f"hydra.run.dir={unsharded}"
+            "train.py",
+            "trainer=cpu",
+            *RUN,
+            "trainer.max_steps=10",
+            f"ckpt_path={checkpoint}",
+            f"hydra.run.dir={unsharded}",
         )
     )
     reference = _value(one)

@@ -277,7 +277,6 @@ def test_translation_options_given_for_a_gpt_are_refused(capsys, gpt_ckpt):
     assert "----- sample 0 -----" in capsys.readouterr().out
 
 
-
 def test_sampling_options_given_for_a_transformer_are_refused(capsys, transformer_ckpt):
     """A translation is a beam search: --temperature and --top-k were silently ignored."""
     err = one_line(capsys, cli.generate, [transformer_ckpt, "--source", "Ein Hund.", "--temperature", "0.8"])
@@ -286,6 +285,7 @@ def test_sampling_options_given_for_a_transformer_are_refused(capsys, transforme
     assert "--top-k, --seed are for sampling from a GPT checkpoint" in err
     cli.generate([transformer_ckpt, "--source", "Ein Hund rennt.", "--beam-size", "1"])  # without them it translates
     assert capsys.readouterr().out.count("\n") == 1
+
 
 def test_export_overwrite_replaces_the_whole_directory(tmp_path, gpt_ckpt, monkeypatch):
     out = tmp_path / "out"

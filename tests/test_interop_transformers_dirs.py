@@ -95,7 +95,6 @@ def test_a_classifier_saved_by_transformers_fine_tunes_from_its_logits(classifie
     torch.testing.assert_close(task(batch), expected, **TOL)
 
 
-
 def test_a_data_tokenizer_other_than_the_directorys_is_refused(classifier_dir, data_dir):
     """The directory has only tokenizer.json: its WordPiece table is what the data's tokenizer must be."""
     directory, _, _ = classifier_dir
@@ -103,6 +102,7 @@ def test_a_data_tokenizer_other_than_the_directorys_is_refused(classifier_dir, d
     net = BERT.from_preset("bert-tiny", head="classification", num_labels=2, vocab_size=other.vocab_size)
     with pytest.raises(ValueError, match="the data's tokenizer is not the vocabulary of"):
         SequenceClassificationTask(net, pretrained=str(directory), tokenizer=other)
+
 
 @pytest.mark.slow
 def test_train_py_starts_from_the_directory(classifier_dir, tmp_path):

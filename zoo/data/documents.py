@@ -61,6 +61,7 @@ def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
 
 def _parquet_documents(path: Path, field: str) -> Iterator[str]:
     import pyarrow.parquet as pq  # imported only for Parquet inputs: it takes a while to load
+
     file = pq.ParquetFile(path)
     if field not in file.schema_arrow.names:
         raise ValueError(

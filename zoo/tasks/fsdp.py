@@ -47,9 +47,7 @@ class FSDP2Strategy(ModelParallelStrategy):
     ) -> None:
         for key, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
             if value is not None and value not in DTYPES:
-                raise ValueError(
-                    f"trainer.strategy.{key} must be one of {', '.join(DTYPES)} or null, got {value!r}"
-                )
+                raise ValueError(f"trainer.strategy.{key} must be one of {', '.join(DTYPES)} or null, got {value!r}")
         if kwargs.get("save_distributed_checkpoint"):
             raise ValueError(
                 "trainer.strategy.save_distributed_checkpoint=true is not supported: zoo's checkpoints are single "
