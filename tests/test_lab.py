@@ -1,5 +1,5 @@
 """The lab: every question's config composes and builds at every sweep point, the quick runs write a report
-with plots, the verdict follows the checks (and the seed spread), the probes measure what they say."""
+with plots, the verdict follows the checks (their intervals, at least 5 seeds), the probes measure what they say."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from omegaconf import OmegaConf, open_dict
 
 from zoo.entry.builders import build_callbacks, build_model_config
 from zoo.lab.attention_stats import diagonal_mass, entropy, logit_variance, max_probability
-from zoo.lab.claims import canonical_value, check_config, select
+from zoo.lab.claims import VERDICTS, canonical_value, check_config, select
 from zoo.lab.questions import question_names
 from zoo.lab.report import write_report
 
@@ -185,12 +185,7 @@ def test_quick_run_writes_report_and_plots(name, tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     report = (sweep / "report.md").read_text()
     assert "### Verdict: " in report and "Quick run" in report
-    assert report.split("### Verdict: ")[1].split("\n")[0] in (
-        "holds",
-        "holds in part",
-        "does not hold here",
-        "not measured",
-    )
+    assert report.split("### Verdict: ")[1].split("\n")[0] in VERDICTS
     pngs = sorted(sweep.glob("lab_*.png"))
     assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     results = [json.loads(p.read_text(), parse_constant=float) for p in sweep.glob("*/result.json")]
@@ -256,54 +251,90 @@ def a_less_than(b: str) -> dict:
     return {"name": f"a < {b}", "metric": "m", "expect": "less", "points": [{"p": "a"}, {"p": b}]}
 
 
-def test_verdict_holds_when_every_check_holds(tmp_path):
+# Five seeds whose noise differs from arm to arm (a paired difference with a spread), centred on a value.
+JITTER = (0.0, 0.03, -0.02, 0.01, -0.015)
+
+
+def five(center: float, jitter=JITTER, scale: float = 1.0) -> list[float]:
+    return [center + scale * j for j in jitter]
+
+
+def other(center: float, scale: float = 1.0) -> list[float]:
+    return five(center, JITTER[::-1], scale)
+
+
+def test_verdict_supported_when_every_claim_check_is(tmp_path):
     outcome, text = verdict_of(
-        tmp_path, {"a": [1.0, 1.1], "b": [2.0, 2.1], "c": [3.0, 3.2]}, [a_less_than("b"), a_less_than("c")]
+        tmp_path, {"a": five(1.0), "b": other(2.0), "c": five(3.0)}, [a_less_than("b"), a_less_than("c")]
     )
-    assert outcome == "holds" and "2 of 2 measured checks hold" in text
-    assert "| a | 2 | 1.05 ± 0.071 |" in text  # mean ± sample standard deviation over the two seeds
+    assert outcome == "supported" and "Claim checks: 2 supported, 0 contradicted, 0 inconclusive (of 2)" in text
+    assert "| a | 5 | 1.001 ± 0.02 |" in text  # mean ± sample standard deviation over the five seeds
+    assert "(paired t, 5 seeds)" in text and "95% CI" in text and "Holm" in text
 
 
-def test_verdict_holds_in_part_when_some_do(tmp_path):
+def test_verdict_supported_in_part_when_some_checks_are_contradicted(tmp_path):
     checks = [a_less_than("b"), {"name": "b < a", "metric": "m", "expect": "less", "points": [{"p": "b"}, {"p": "a"}]}]
-    outcome, _ = verdict_of(tmp_path, {"a": [1.0, 1.1], "b": [2.0, 2.1]}, checks)
-    assert outcome == "holds in part"
+    outcome, text = verdict_of(tmp_path, {"a": five(1.0), "b": other(2.0)}, checks)
+    assert outcome == "supported in part" and "**b < a**: contradicted" in text
 
 
-def test_verdict_does_not_hold_when_none_does(tmp_path):
-    outcome, text = verdict_of(tmp_path, {"a": [3.0, 3.1], "b": [2.0, 2.1]}, [a_less_than("b")])
-    assert outcome == "does not hold here" and "does not hold" in text
+def test_verdict_contradicted_when_every_claim_check_is(tmp_path):
+    outcome, text = verdict_of(tmp_path, {"a": five(3.0), "b": other(2.0)}, [a_less_than("b")])
+    assert outcome == "contradicted" and "**a < b**: contradicted" in text
 
 
-def test_a_difference_within_the_seed_spread_decides_nothing(tmp_path):
-    # b's mean is higher, but the seeds scatter more than the gap: 2 x spread is not exceeded.
-    outcome, text = verdict_of(tmp_path, {"a": [1.0, 2.0], "b": [1.2, 2.4]}, [a_less_than("b")])
-    assert outcome == "does not hold here" and "<= 2 x spread" in text
-    outcome, _ = verdict_of(tmp_path / "tight", {"a": [1.5, 1.5], "b": [1.8, 1.8]}, [a_less_than("b")])
-    assert outcome == "holds"
+def test_a_difference_within_the_seed_noise_is_inconclusive_not_contradicted(tmp_path):
+    # b's mean is higher, but the seeds scatter more than the gap: the interval of the difference spans zero.
+    outcome, text = verdict_of(tmp_path, {"a": five(1.0, scale=20), "b": other(1.1, scale=20)}, [a_less_than("b")])
+    assert outcome == "inconclusive" and "**a < b**: inconclusive" in text
+    outcome, _ = verdict_of(
+        tmp_path / "tight", {"a": five(1.5, scale=0.1), "b": other(1.8, scale=0.1)}, [a_less_than("b")]
+    )
+    assert outcome == "supported"
+
+
+def test_two_seeds_decide_nothing_however_clear_the_numbers(tmp_path):
+    outcome, text = verdict_of(tmp_path, {"a": [1.0, 1.1], "b": [2.0, 2.1]}, [a_less_than("b")])
+    assert outcome == "inconclusive"
+    assert "2 seeds per point, a supported or contradicted outcome needs at least 5" in text
 
 
 def test_trend_similar_threshold_and_interior_checks(tmp_path):
-    values = {"1": [3.0, 3.02], "2": [2.0, 2.02], "4": [2.5, 2.52], "8": [2.51, 2.53]}
+    values = {"1": five(3.0), "2": other(2.0), "4": five(2.5), "8": other(2.51)}
     checks = [
         {"name": "U", "metric": "m", "expect": "interior_min", "points": [{"p": 1}, {"p": 2}, {"p": 4}]},
         {"name": "down", "metric": "m", "expect": "decreasing", "points": [{"p": 1}, {"p": 2}, {"p": 4}]},
-        {"name": "same", "metric": "m", "expect": "similar", "tolerance": 0.01, "points": [{"p": 4}, {"p": 8}]},
+        {"name": "same", "metric": "m", "expect": "similar", "tolerance": 0.02, "points": [{"p": 4}, {"p": 8}]},
         {"name": "above", "metric": "m", "expect": "above", "threshold": 2.9, "points": [{"p": 1}]},
         {"name": "missing", "metric": "m", "expect": "less", "points": [{"p": 1}, {"p": 16}]},
     ]
     outcome, text = verdict_of(tmp_path, values, checks)
-    assert "**U**: holds" in text and "**down**: does not hold" in text  # 2 -> 4 goes up again
-    assert "**same**: holds" in text and "**above**: holds" in text and "**missing**: not decided. not measured" in text
-    assert outcome == "holds in part" and "(1 not measured or undecided)" in text
+    assert "**U**: supported" in text and "**down**: contradicted" in text  # 2 -> 4 goes up again
+    assert "**same**: supported" in text and "**above**: supported" in text
+    assert "**missing**: inconclusive. not measured" in text
+    assert outcome == "supported in part" and "3 supported, 1 contradicted, 1 inconclusive (of 5)" in text
 
 
-def test_a_diverged_run_leaves_its_check_undecided(tmp_path):
+def test_a_diverged_run_leaves_its_check_inconclusive(tmp_path):
     # A NaN loss (a diverged run) neither confirms nor refutes "a < b": the check is left out of the verdict.
     checks = [a_less_than("b"), {"name": "c < b", "metric": "m", "expect": "less", "points": [{"p": "c"}, {"p": "b"}]}]
-    values = {"a": [1.0, 1.1], "b": [2.0, 2.1], "c": [float("nan"), 1.0]}
+    values = {"a": five(1.0), "b": other(2.0), "c": [float("nan"), *five(1.0)[1:]]}
     outcome, text = verdict_of(tmp_path, values, checks)
-    assert outcome == "holds" and "**c < b**: not decided. " in text and "a run diverged" in text
+    assert outcome == "supported in part" and "**c < b**: inconclusive. " in text and "a run diverged" in text
+
+
+def test_sanity_checks_are_listed_apart_and_never_decide_the_verdict(tmp_path):
+    sanity = {
+        "name": "exact",
+        "metric": "m",
+        "expect": "below",
+        "threshold": 0.5,
+        "kind": "sanity",
+        "points": [{"p": "a"}],
+    }
+    outcome, text = verdict_of(tmp_path, {"a": five(1.0), "b": other(2.0)}, [a_less_than("b"), sanity])
+    assert outcome == "supported" and "**exact**: contradicted" in text
+    assert text.index("Sanity checks") < text.index("**exact**") and "(of 1)" in text
 
 
 def test_malformed_checks_fail_naming_the_check():
@@ -411,18 +442,18 @@ def test_gradient_norms_per_layer_and_projection(lm_batch):
 def test_publish_writes_the_measured_block_between_the_markers(tmp_path):
     from zoo.lab.publish import publish
 
-    sweep = make_sweep(tmp_path / "sweep", {"a": [1.0, 1.1], "b": [2.0, 2.1]}, [a_less_than("b")])
+    sweep = make_sweep(tmp_path / "sweep", {"a": five(1.0), "b": other(2.0)}, [a_less_than("b")])
     docs = tmp_path / "docs" / "lab.md"
     docs.parent.mkdir()
     docs.write_text(
         "# Lab\n\n### Measured\n\n<!-- measured:handmade -->\nPending.\n<!-- /measured:handmade -->\n\nEnd.\n"
     )
-    assert publish(sweep, docs) == ("handmade", "holds")
+    assert publish(sweep, docs) == ("handmade", "supported")
     text = docs.read_text()
     assert "Pending." not in text and text.startswith("# Lab") and text.rstrip().endswith("End.")
     assert (
-        "| a | 2 | 1.05 ± 0.071 |" in text
-        and "#### Verdict: holds" in text
+        "| a | 5 | 1.001 ± 0.02 |" in text
+        and "#### Verdict: supported" in text
         and "python -m zoo.lab run handmade" in text
     )
     (image,) = (tmp_path / "docs" / "lab" / "handmade").glob("*.png")
@@ -450,11 +481,11 @@ def test_publish_refuses_a_quick_run(tmp_path):
 
 
 def test_diverged_worst_counts_a_diverged_point_as_the_worse_one(tmp_path):
-    values = {"b": [2.0, 2.1], "c": [float("nan"), 1.0]}  # one seed of c diverged
+    values = {"b": five(2.0), "c": [float("nan"), *other(1.0)[1:]]}  # one seed of c diverged
     worse = {"name": "b < c", "metric": "m", "expect": "less", "diverged": "worst", "points": [{"p": "b"}, {"p": "c"}]}
     better = {**worse, "name": "c < b", "points": [{"p": "c"}, {"p": "b"}]}
     outcome, text = verdict_of(tmp_path, values, [worse, better])
-    assert outcome == "holds in part" and "**b < c**: holds" in text and "**c < b**: does not hold" in text
+    assert outcome == "supported in part" and "**b < c**: supported" in text and "**c < b**: contradicted" in text
     assert "diverged (counted as worst)" in text
     with pytest.raises(ValueError, match="diverged must be 'worst'"):
         verdict_of(tmp_path / "bad", values, [{**worse, "diverged": "best"}])

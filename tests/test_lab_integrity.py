@@ -1,5 +1,5 @@
 """The lab publishes only what it measured: failed and missing jobs, diverged arms, single seeds, shortened budgets
-and mixed sweep folders never turn into a verdict that holds; publish changes text and plots together or not at
+and mixed sweep folders never turn into a supported verdict; publish changes text and plots together or not at
 all; bad inputs are one line naming the file; a lab run stops its sweep when it is told to stop.
 
 The sweeps are made by hand in tmp_path, laid out as a lab multirun leaves them (no training)."""
@@ -110,16 +110,21 @@ def docs_with_markers(folder: Path) -> Path:
 
 
 def test_a_diverged_arm_is_never_similar_to_a_finite_one(tmp_path):
-    values = {"a": [2.0, 2.1], "b": [NAN, 2.05]}  # one seed of b diverged: with diverged: worst, b is the worst
+    a = [2.0, 2.1, 2.05, 1.98, 2.03]
+    values = {"a": a, "b": [NAN, 2.05, 2.0, 2.1, 2.02]}  # one seed of b diverged: with diverged: worst, b is the worst
     checks = [
         check("a ~ b", "similar", "a", "b", diverged="worst"),
         check("b ~ a", "similar", "b", "a", diverged="worst"),
         check("a < b", "less", "a", "b", diverged="worst"),  # worse than every finite point: still true
     ]
     outcome, text = report_of(make_sweep(tmp_path, values, checks))
-    assert "**a ~ b**: does not hold" in text and "**b ~ a**: does not hold" in text, text
+    assert "**a ~ b**: contradicted" in text and "**b ~ a**: contradicted" in text, text
     assert "inf <= inf" not in text and "a diverged point is not similar" in text
-    assert "**a < b**: holds" in text and outcome == "holds in part"
+    assert "**a < b**: supported" in text and outcome == "supported in part"
+    # With two seeds nothing is decided, and a diverged arm is still never similar.
+    outcome, text = report_of(make_sweep(tmp_path / "two", {"a": a[:2], "b": [NAN, 2.05]}, checks))
+    assert "**a ~ b**: inconclusive" in text and "supported" not in text.split("### Verdict")[1].split("\n")[0]
+    assert outcome == "inconclusive" and "a diverged point is not similar" in text
 
 
 def test_one_seed_per_point_decides_no_check_that_rests_on_the_spread(tmp_path):
@@ -132,13 +137,17 @@ def test_one_seed_per_point_decides_no_check_that_rests_on_the_spread(tmp_path):
     ]
     outcome, text = report_of(make_sweep(tmp_path, values, checks))
     for name in ("a < b", "a ~ b", "up", "c above"):
-        assert f"**{name}**: not decided" in text, text
-    assert "exceeds" not in text and "> 2 x spread 0" not in text and "one seed" in text
-    assert "0/2 steps increasing" in text and outcome == "not measured"
+        assert f"**{name}**: inconclusive" in text, text
+    assert "95% CI" not in text and "one seed per point" in text
+    assert outcome == "inconclusive" and "0 supported, 0 contradicted, 4 inconclusive (of 4)" in text
 
 
-def test_failed_stopped_and_missing_jobs_are_listed_and_leave_their_checks_undecided(tmp_path):
-    values = {"a": [1.0, 1.1, 1.05], "b": [2.0, FAILED, MISSING], "c": [3.0, 3.1, STOPPED]}
+def test_failed_stopped_and_missing_jobs_are_listed_and_leave_their_checks_inconclusive(tmp_path):
+    values = {
+        "a": [1.0, 1.1, 1.05, 0.98, 1.02],
+        "b": [2.0, FAILED, MISSING, 2.1, 2.05],
+        "c": [3.0, 3.1, STOPPED, 3.05, 3.02],
+    }
     checks = [
         check("a < b", "less", "a", "b"),
         check("a < c", "less", "a", "c"),
@@ -146,24 +155,28 @@ def test_failed_stopped_and_missing_jobs_are_listed_and_leave_their_checks_undec
     ]
     sweep = make_sweep(tmp_path / "sweep", values, checks)
     outcome, text = report_of(sweep)
-    assert "**3 of 9 jobs left no result**" in text, text
-    assert "- job 4 (p=b, seed=2): failed: RuntimeError: out of memory" in text
-    assert "- job #5 (p=b, seed=3): missing (never started)" in text
-    assert "- job 8 (p=c, seed=3): no result.json" in text
-    assert "**a < b**: not decided. job 4 (p=b, seed=2), job #5 (p=b, seed=3) left no result" in text
-    assert "**a < c**: not decided. job 8 (p=c, seed=3) left no result" in text
-    assert "**a above**: holds" in text and outcome == "holds"  # only the check on complete points is decided
+    assert "**3 of 15 jobs left no result**" in text, text
+    assert "- job 6 (p=b, seed=2): failed: RuntimeError: out of memory" in text
+    assert "- job #7 (p=b, seed=3): missing (never started)" in text
+    assert "- job 12 (p=c, seed=3): no result.json" in text
+    assert "**a < b**: inconclusive. job 6 (p=b, seed=2), job #7 (p=b, seed=3) left no result" in text
+    assert "**a < c**: inconclusive. job 12 (p=c, seed=3) left no result" in text
+    # only the check on complete points is decided; the two inconclusive ones keep the claim from "supported"
+    assert "**a above**: supported" in text and outcome == "supported in part"
+    printed = run_lab("report", str(sweep)).stdout  # `report` prints the outcomes with their intervals too
+    assert "### Verdict: supported in part" in printed and "**a above**: supported" in printed
+    assert "95% CI" in printed and "lab-rule" not in printed
 
     docs = docs_with_markers(tmp_path)
     publish(sweep, docs)
     published = docs.read_text()
-    assert "Full run" not in published and "Incomplete run (3 of 9 jobs left no result, listed below)" in published
-    assert "- job 4 (p=b, seed=2): failed" in published and "**a < b**: not decided" in published
+    assert "Full run" not in published and "Incomplete run (3 of 15 jobs left no result, listed below)" in published
+    assert "- job 6 (p=b, seed=2): failed" in published and "**a < b**: inconclusive" in published
 
     # Without the plan (multirun.yaml) the jobs that never started are unknown, the failed ones still count.
     (sweep / "multirun.yaml").unlink()
     _, text = report_of(sweep)
-    assert "**2 of 8 jobs left no result**" in text and "**a < b**: not decided" in text
+    assert "**2 of 14 jobs left no result**" in text and "**a < b**: inconclusive" in text
 
 
 def test_the_overrides_of_a_sweep_are_in_its_header_and_a_shortened_one_is_no_full_run(tmp_path):
@@ -361,3 +374,45 @@ def test_a_signal_to_a_lab_run_stops_its_sweep(tmp_path, signum, status):
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
     assert f"stopped by {signal.Signals(signum).name}" in lab.stderr.read()
+
+
+# ---- sections decided under the earlier rule ------------------------------------------------------------------------
+
+
+OLD_SECTION = """<!-- measured:{name} -->
+Full run, 2026-12-01, on a CPU: `python -m zoo.lab run {name}`.
+
+| p | seeds | m |
+|---|---|---|
+| a | 2 | 1.05 ± 0.071 |
+| b | 3 | 2.05 ± 0.071 |
+
+#### Verdict: holds
+
+- **a < b**: holds. 1.05 ± 0.071 vs 2.05 ± 0.071: diff +1 > 2 x spread 0.1
+<!-- /measured:{name} -->
+"""
+
+
+def test_publish_notes_the_sections_decided_under_the_earlier_rule(tmp_path):
+    from zoo.lab.__main__ import main
+
+    docs = docs_with_markers(tmp_path)
+    pending = "<!-- measured:pending -->\nNot run yet.\n<!-- /measured:pending -->\n"
+    docs.write_text(docs.read_text() + OLD_SECTION.format(name="old") + pending)
+    values = {"a": [1.0, 1.1, 1.05, 0.98, 1.02], "b": [2.0, 2.1, 2.05, 1.97, 2.01]}
+    publish(make_sweep(tmp_path / "sweep", values, [check("a < b", "less", "a", "b")]), docs)
+    text = docs.read_text()
+    new, rest = text.split("<!-- /measured:handmade -->")
+    assert "Decided under the earlier rule" not in new and "#### Verdict: supported" in new  # decided by the rule
+    old = rest.split("<!-- measured:old -->\n")[1]
+    assert old.startswith("> **Decided under the earlier rule**") and "Its points ran 2 to 3 seeds" in old
+    assert "every check would be inconclusive" in old and "Verdict: holds" in old  # the old verdict is not edited
+    assert "Not run yet.\n" in text and text.count("Decided under the earlier rule") == 1  # no verdict, no note
+
+    # the notes alone, without a sweep, and only once
+    docs.write_text(text + OLD_SECTION.format(name="older"))
+    assert main(["publish", "--notes-only", "--docs", str(docs)]) == 0
+    assert main(["publish", "--notes-only", "--docs", str(docs)]) == 0
+    assert docs.read_text().count("Decided under the earlier rule") == 2
+    assert_one_line_error(run_lab("publish", "--docs", str(docs)), "needs a sweep directory")

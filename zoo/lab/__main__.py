@@ -31,6 +31,9 @@ def cmd_report(args) -> int:
     from .report import write_report
 
     path, outcome, plots = write_report(args.sweep_dir)
+    # The checks with their intervals and outcomes on the terminal too (the rule's HTML stamp is for publish only).
+    verdict = path.read_text().split("### Verdict", 1)[-1]
+    print("### Verdict" + "\n".join(line for line in verdict.splitlines() if not line.startswith("<!--")))
     print(f"{path} (verdict: {outcome}; plots: {', '.join(p.name for p in plots) or 'none'})")
     return 0
 
@@ -45,8 +48,15 @@ def train_command() -> list[str]:
 
 
 def cmd_publish(args) -> int:
-    from .publish import publish
+    from .publish import note_earlier_rule, publish
 
+    if args.notes_only:  # no sweep: only mark the sections decided under the earlier rule
+        if args.sweep_dir:
+            raise ValueError("--notes-only takes no sweep directory")
+        print(f"{args.docs}: {note_earlier_rule(args.docs)} section(s) noted as decided under the earlier rule")
+        return 0
+    if not args.sweep_dir:
+        raise ValueError("publish needs a sweep directory (or --notes-only)")
     name, outcome = publish(args.sweep_dir, args.docs)
     print(f"{args.docs}: measured results of '{name}' (verdict: {outcome})")
     return 0
@@ -127,7 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("sweep_dir")
     report.set_defaults(fn=cmd_report)
     publish = sub.add_parser("publish", help="put a full sweep's table, plots and verdict into docs/lab.md")
-    publish.add_argument("sweep_dir")
+    publish.add_argument("sweep_dir", nargs="?")
+    publish.add_argument(
+        "--notes-only",
+        action="store_true",
+        help="publish nothing; note the sections decided under the earlier rule (done by every publish too)",
+    )
     publish.add_argument("--docs", default=str(ROOT / "docs" / "lab.md"), help="the lab document (docs/lab.md)")
     publish.set_defaults(fn=cmd_publish)
     run = sub.add_parser("run", help="run a question's sweep (train.py -m experiment=lab/<name>) and its report")

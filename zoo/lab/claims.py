@@ -1,30 +1,48 @@
-"""A claim is a list of checks on measured points; the verdict is how many of them the numbers support.
+"""A claim is a list of checks on measured points; each check's outcome is read from a confidence interval, and the
+question's verdict from its claim checks only.
 
-A point is one setting of the swept parameters (seeds aside); its value of a metric is the mean and the
-spread (sample standard deviation) over its seeds. A check compares points on one metric:
+A point is one setting of the swept parameters (seeds aside); its value of a metric is one number per seed. A check
+compares points on one metric:
 
-    {name, metric, points: [selector, ...], expect, margin: 2.0, factor: null, tolerance: 0.02}
+    {name, metric, points: [selector, ...], expect, kind: claim, smallest_effect, factor, tolerance, threshold}
 
 - `selector`: {swept parameter: value, ...}; it must pick exactly one point (a subset of the parameters is enough).
 - `expect`: `less` / `greater` (first point vs second), `increasing` / `decreasing` (along the points, every
   neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end),
   `above` / `below` (one point against a fixed `threshold`).
-- `metric_b`: for two-point checks, the second point's metric when it differs (e.g. one model's loss beyond the
-  training length vs its loss at the training length: the same point twice, two metrics).
-- A difference counts only when it exceeds `margin` times the spread of the difference,
-  sqrt(sd_a^2 + sd_b^2), so seed noise never decides a check; `factor` additionally asks for a ratio
-  (b / a >= factor for `less`); `similar` holds when |a - b| <= max(tolerance * |a|, margin * spread).
-  A point measured with one seed has no spread, so a comparison with it decides nothing.
-- A non-finite value (a run that diverged) decides nothing, unless the check says `diverged: worst` (for a metric
-  where lower is better, e.g. a loss): then a point where any seed diverged counts as worse than every finite one,
-  and never as similar to one.
+- `metric_b`: for two-point checks, the second point's metric when it differs (the same point twice, two metrics).
+- `kind`: `claim` (the default) or `sanity`: an implementation check (a fold is exact, memory grows with n). Sanity
+  checks are listed apart, decided on every seed (all seeds must show it), and never count toward the verdict.
+- `smallest_effect`: the smallest effect worth reporting, in the metric's units; it defaults to the question's
+  `lab.smallest_effect[metric]`, else to a value per kind of metric (SMALLEST_EFFECT), else 0.
+
+How a claim check is decided (zoo/lab/stats.py does the arithmetic):
+- Each comparison estimates an effect oriented so that a positive value is what the claim predicts, with its 95%
+  interval: a paired t interval over the seeds both points ran (the data order is shared through the seed), a Welch
+  interval when their seeds differ, a one-sample interval against a threshold. With `factor` the effect is the log
+  of the ratio of the two points and its boundary log(factor); otherwise the boundary is the smallest effect.
+- Directional checks: **supported** when the effect is above the boundary (one-sided p < 0.025 after Holm's
+  correction, i.e. the interval clears it), **contradicted** when it is below it (the effect is reversed, or smaller
+  than worth reporting), **inconclusive** otherwise. `above`/`below` use the threshold itself as the boundary.
+- `similar`: TOST. The bound is `tolerance` x |mean of the first point| when the check states a tolerance, else the
+  smallest effect; supported when the effect is inside (-bound, +bound) by both one-sided tests, contradicted when
+  it is outside on one side.
+- Several comparisons in one check (trends, interior optima): supported when all are (the largest p), contradicted
+  when any is (the smallest p times their number).
+- Holm's correction runs over the question's claim checks: once over their tests of support, once over their tests
+  of contradiction.
+- Inconclusive by construction: a point with fewer than MIN_SEEDS seeds, a point not in the run, a job that left no
+  result (zoo/lab/report.py), a non-finite value (a run diverged). With `diverged: worst` (a metric where lower is
+  better) a point where any seed diverged counts as worse than every finite one, and never as similar to one.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import mean, stdev
+
+from . import stats
 
 EXPECTATIONS = (
     "less",
@@ -37,11 +55,19 @@ EXPECTATIONS = (
     "above",
     "below",
 )
-VERDICTS = ("holds", "holds in part", "does not hold here", "not measured")
+KINDS = ("claim", "sanity")
+OUTCOMES = ("supported", "contradicted", "inconclusive")
+VERDICTS = ("supported", "supported in part", "contradicted in part", "contradicted", "inconclusive")
+# The smallest effect worth reporting when neither the check nor the question names one, by what the metric's name
+# says it measures (first match wins): 0.5 BLEU, half an accuracy point (accuracies are fractions), 0.01 nats.
+SMALLEST_EFFECT = (("bleu", 0.5), ("acc", 0.005), ("loss", 0.01))
+DEFAULT_TOLERANCE = 0.02  # relative bound of a `similar` check that states neither a tolerance nor a smallest effect
 
 
 @dataclass
 class Stat:
+    """Mean and sample standard deviation over seeds: what the table shows."""
+
     mean: float
     sd: float
     n: int
@@ -60,11 +86,23 @@ class Stat:
 
 
 @dataclass
+class Step:
+    """One comparison of a check: its text and its two one-sided p-values (None: decided nothing)."""
+
+    text: str
+    p_support: float | None = None
+    p_contradict: float | None = None
+
+
+@dataclass
 class CheckResult:
     name: str
-    holds: bool | None  # None: some point was not measured
+    outcome: str  # one of OUTCOMES
     detail: str
     pairs: list[str] = field(default_factory=list)
+    kind: str = "claim"
+    p_support: float | None = None  # before Holm's correction; None when no test could decide the check
+    p_contradict: float | None = None
 
 
 def check_config(check: dict, index: int) -> None:
@@ -81,8 +119,26 @@ def check_config(check: dict, index: int) -> None:
         raise ValueError(f"{where}: expect '{expect}' needs exactly 1 point and a threshold")
     if check.get("diverged") not in (None, "worst"):
         raise ValueError(f"{where}: diverged must be 'worst' (or absent), got {check['diverged']!r}")
+    if check.get("kind", "claim") not in KINDS:
+        raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}, got {check['kind']!r}")
+    effect = check.get("smallest_effect")
+    if effect is not None and (not isinstance(effect, (int, float)) or effect < 0):
+        raise ValueError(f"{where}: smallest_effect must be a number >= 0, got {effect!r}")
+    if check.get("factor") is not None and not (isinstance(check["factor"], (int, float)) and check["factor"] > 0):
+        raise ValueError(f"{where}: factor must be a number > 0, got {check['factor']!r}")
     if (two and n != 2) or n < need:
         raise ValueError(f"{where}: expect '{expect}' needs {'exactly' if two else 'at least'} {need} points, got {n}")
+
+
+def smallest_effect(check: dict, lab: dict | None = None) -> float:
+    """The check's own value, else the question's for the metric, else the default for the metric's kind."""
+    if check.get("smallest_effect") is not None:
+        return float(check["smallest_effect"])
+    per_metric = (lab or {}).get("smallest_effect") or {}
+    if check["metric"] in per_metric:
+        return float(per_metric[check["metric"]])
+    name = check["metric"].lower()
+    return next((value for word, value in SMALLEST_EFFECT if word in name), 0.0)
 
 
 def matches(params: dict[str, str], selector: dict) -> bool:
@@ -108,103 +164,220 @@ def canonical_value(value) -> str:
     return text.lower() if text.lower() in ("true", "false", "null") else text
 
 
-def _pair(
-    a: Stat,
-    b: Stat,
-    direction: str,
-    margin: float,
-    factor: float | None,
-    tolerance: float,
-    b_is_threshold: bool = False,
-) -> tuple[bool | None, str]:
-    """Does a relate to b as `direction` says, beyond the seed spread? None: undecided (a diverged run's metric is
-    not finite; the check neither confirms nor refutes the claim, and lab/diverged in the table shows it)."""
-    if math.isnan(a.mean) or math.isnan(b.mean) or (math.isinf(a.mean) and math.isinf(b.mean)):
-        return None, f"{a} vs {b}: undecided, a non-finite value (a run diverged)"
-    if direction == "similar" and (math.isinf(a.mean) or math.isinf(b.mean)):
-        # inf - x is inf and tolerance * inf is inf: the arithmetic would call a diverged run "similar"
-        return False, f"{a} vs {b}: a diverged point is not similar to a finite one"
-    # One seed has a spread of 0, and any difference would "exceed" it: the seeds' noise is unknown, not absent.
-    # (A diverged point counted as worst is infinitely worse, whatever the spread.)
-    seeds = a.n if b_is_threshold else min(a.n, b.n)
-    if seeds < 2 and not (math.isinf(a.mean) or math.isinf(b.mean)):
-        return None, f"{a} vs {b}: undecided, one seed (a spread needs at least 2 seeds per point)"
-    spread = math.hypot(a.sd, b.sd)
-    diff = b.mean - a.mean
+# ---- one comparison ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rule:
+    """What a check asks of each comparison."""
+
+    boundary: float  # the smallest effect (or log factor) a supported claim must clear
+    bound: float | None  # `similar`: the equivalence bound (None: use the tolerance relative to the first point)
+    tolerance: float | None
+    factor: float | None
+    worst: bool  # diverged: worst
+
+
+def _shown(values: dict) -> str:
+    return str(Stat.of(list(values.values())))
+
+
+def _seed_shortage(n: int) -> str:
+    have = "one seed" if n == 1 else f"{n} seeds"
+    return f"inconclusive: {have} per point, a supported or contradicted outcome needs at least {stats.MIN_SEEDS}"
+
+
+def _diverged_step(a: dict, b: dict | None, direction: str) -> Step | None:
+    """With `diverged: worst`: a point with a non-finite seed is worse than every finite one; None when neither
+    point diverged (the t test decides)."""
+    bad_a = not all(math.isfinite(v) for v in a.values())
+    bad_b = b is not None and not all(math.isfinite(v) for v in b.values())
+    if not (bad_a or bad_b):
+        return None
+    if bad_a and bad_b:
+        return Step("both points diverged: nothing to compare")
     if direction == "similar":
-        allowed = max(tolerance * abs(a.mean), margin * spread)
-        return abs(
-            diff
-        ) <= allowed, f"{a} vs {b}: |diff| {abs(diff):.3g} {'<=' if abs(diff) <= allowed else '>'} {allowed:.3g}"
-    if direction == "greater":
-        diff = -diff
-    ok = diff > margin * spread
-    text = f"{a} vs {b}: diff {diff:+.3g} {'>' if ok else '<='} {margin:g} x spread {spread:.2g}"
-    if factor is not None:
-        small, large = (a.mean, b.mean) if direction == "less" else (b.mean, a.mean)
-        ratio = large / small if small > 0 else float("inf")
-        ok = ok and ratio >= factor
-        text += f", ratio {ratio:.3g} {'>=' if ratio >= factor else '<'} {factor:g}"
-    return ok, text
+        return Step("a diverged point is not similar to a finite one", 1.0, 0.0)
+    # "less": the claim is that a is the better (lower) one, so it holds exactly when b is the diverged point;
+    # a threshold counts as finite.
+    claim_true = bad_b if direction == "less" else bad_a
+    text = f"{'second' if bad_b else 'first'} point diverged (counted as worst)"
+    return Step(text, 0.0, 1.0) if claim_true else Step(text, 1.0, 0.0)
+
+
+def _effect_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
+    """The t test of one comparison. a, b: {seed: value}; b a number for a threshold."""
+    threshold = not isinstance(b, dict)
+    if rule.factor is not None and not threshold:
+        if min([*a.values(), *b.values()]) <= 0:
+            return Step("inconclusive: a ratio (factor) needs positive values")
+        a = {s: math.log(v) for s, v in a.items()}
+        b = {s: math.log(v) for s, v in b.items()}
+    effect = stats.one_sample(list(a.values()), b) if threshold else stats.compare(a, b)
+    # compare() measures b - a, one_sample() a - threshold: orient so that positive is what the claim says
+    sign = {"less": 1, "greater": -1, "similar": 1}[direction]
+    if threshold:
+        sign = -sign
+    effect = effect.oriented(sign)
+    low, high = effect.interval()
+    unit = "log ratio " if rule.factor is not None and not threshold else ""
+    text = f"{unit}effect {effect.estimate:+.3g} [95% CI {low:+.3g}, {high:+.3g}] ({effect.method}, {effect.n} seeds)"
+    if direction == "similar":
+        bound = rule.bound if rule.bound is not None else (rule.tolerance or 0.0) * abs(mean(a.values()))
+        outside = min(1.0, 2 * min(effect.p_above(bound), effect.p_below(-bound)))
+        return Step(f"{text}, equivalence bound ±{bound:.3g}", effect.tost(bound), outside)
+    boundary = 0.0 if threshold else rule.boundary
+    if unit:
+        text += f", ratio needed {rule.factor:g}"
+    elif boundary:
+        text += f", smallest effect {boundary:g}"
+    return Step(text, effect.p_above(boundary), effect.p_below(boundary))
+
+
+def _claim_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
+    threshold = not isinstance(b, dict)
+    shown = f"{_shown(a)} vs {'threshold ' + format(b, 'g') if threshold else _shown(b)}"
+    step = _diverged_step(a, None if threshold else b, direction) if rule.worst else None
+    if step is None and not all(math.isfinite(v) for v in [*a.values(), *([] if threshold else b.values())]):
+        step = Step("inconclusive: a non-finite value (a run diverged)")
+    n = len(a) if threshold else min(len(a), len(b))
+    if step is None:
+        if n < 2:  # no spread, no interval: the noise is unknown, not absent
+            return Step(f"{shown}: {_seed_shortage(n)}")
+        step = _effect_step(a, b, direction, rule)
+    if n < stats.MIN_SEEDS and step.p_support is not None:
+        return Step(f"{shown}: {step.text}; {_seed_shortage(n)}")
+    return Step(f"{shown}: {step.text}", step.p_support, step.p_contradict)
+
+
+def _sanity_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
+    """An implementation check holds on every run or it does not: every seed of a against every seed of b."""
+    others = [b] if not isinstance(b, dict) else list(b.values())
+    shown = f"{_shown(a)} vs {'threshold ' + format(b, 'g') if not isinstance(b, dict) else _shown(b)}"
+    if not all(math.isfinite(v) for v in [*a.values(), *others]):
+        return Step(f"{shown}: inconclusive, a non-finite value (a run diverged)")
+    if direction == "similar":
+        bound = rule.bound if rule.bound is not None else (rule.tolerance or 0.0) * abs(mean(a.values()))
+        ok = all(abs(x - y) <= bound for x in a.values() for y in others)
+    elif direction == "less":
+        ok = max(a.values()) < min(others) / (rule.factor or 1.0) if rule.factor else max(a.values()) < min(others)
+    else:
+        ok = min(a.values()) > max(others) * (rule.factor or 1.0) if rule.factor else min(a.values()) > max(others)
+    return Step(f"{shown}: {'every' if ok else 'not every'} seed", 0.0 if ok else 1.0, 1.0 if ok else 0.0)
+
+
+# ---- a check ----------------------------------------------------------------------------------------------------
+
+
+def _combine(steps: list[Step]) -> tuple[float | None, float | None]:
+    """All comparisons must hold for support (the largest p); any one contradicts (the smallest p, Bonferroni)."""
+    if any(s.p_support is None for s in steps):
+        return None, None
+    return max(s.p_support for s in steps), min(1.0, len(steps) * min(s.p_contradict for s in steps))
 
 
 def evaluate(
-    check: dict, stats: dict[tuple, dict[str, Stat]], points: dict[tuple, dict[str, str]], index: int
+    check: dict,
+    samples: dict[tuple, dict[str, dict[str, float]]],
+    points: dict[tuple, dict[str, str]],
+    index: int,
+    lab: dict | None = None,
 ) -> CheckResult:
+    """The check's comparisons and their p-values before Holm's correction (decide() turns them into outcomes).
+    samples: point -> metric -> {seed: value}."""
     check_config(check, index)
-    name = check.get("name", f"check {index}")
+    name, kind = check.get("name", f"check {index}"), check.get("kind", "claim")
     metric, expect = check["metric"], check["expect"]
-    margin, factor, tol = float(check.get("margin", 2.0)), check.get("factor"), float(check.get("tolerance", 0.02))
     keys = [select(points, sel, f"lab.checks[{index}] ('{name}')") for sel in check["points"]]
     metrics = [metric] * len(keys)
     if check.get("metric_b") and len(keys) == 2:
         metrics[1] = check["metric_b"]
-    values = [stats.get(k, {}).get(m) if k is not None else None for k, m in zip(keys, metrics)]
-    if any(v is None for v in values):
+    values = [samples.get(k, {}).get(m) if k is not None else None for k, m in zip(keys, metrics)]
+    if any(not v for v in values):
+        missing = ", ".join(dict.fromkeys(metrics))
         return CheckResult(
-            name, None, f"not measured in this run ({', '.join(dict.fromkeys(metrics))} missing for some point)"
+            name, "inconclusive", f"not measured in this run ({missing} missing for some point)", [], kind
         )
-    if check.get("diverged") == "worst":
-        values = [v if math.isfinite(v.mean) else Stat(math.inf, 0.0, v.n) for v in values]
-    if expect in ("above", "below"):
-        fixed = Stat(float(check["threshold"]), 0.0, 1)
-        direction = "greater" if expect == "above" else "less"
-        ok, text = _pair(values[0], fixed, direction, margin, factor, tol, b_is_threshold=True)
-        text = text.replace(f"vs {fixed}", f"vs threshold {fixed.mean:g}")
-        return CheckResult(name, ok, text, [text])
-    if expect in ("less", "greater", "similar"):
-        ok, text = _pair(values[0], values[1], expect, margin, factor, tol)
-        return CheckResult(name, ok, text, [text])
-    if expect in ("increasing", "decreasing"):
-        direction = "less" if expect == "increasing" else "greater"
-        results = [_pair(a, b, direction, margin, factor, tol) for a, b in zip(values, values[1:])]
-        ok = None if any(r[0] is None for r in results) else all(r[0] for r in results)
-        return CheckResult(
-            name, ok, f"{sum(r[0] is True for r in results)}/{len(results)} steps {expect}", [r[1] for r in results]
-        )
-    # interior_min / interior_max: the best point is inside, and clearly better than both ends
-    sign = 1 if expect == "interior_min" else -1
-    if not all(math.isfinite(v.mean) for v in values):
-        return CheckResult(name, None, "undecided: a non-finite value (a run diverged)")
-    best = min(range(len(values)), key=lambda i: sign * values[i].mean)
-    if best in (0, len(values) - 1):
-        return CheckResult(name, False, f"the best point is an end (#{best + 1} of {len(values)}: {values[best]})")
-    direction = "less" if sign == 1 else "greater"
-    ends = [_pair(values[best], values[end], direction, margin, None, tol) for end in (0, len(values) - 1)]
-    ok = None if any(r[0] is None for r in ends) else all(r[0] for r in ends)
-    return CheckResult(
-        name,
-        ok,
-        f"best is point #{best + 1} ({values[best]}); vs the ends: " + "; ".join(r[1] for r in ends),
-        [r[1] for r in ends],
+    effect = smallest_effect(check, lab)
+    tolerance = check.get("tolerance")
+    rule = Rule(
+        boundary=math.log(check["factor"]) if check.get("factor") is not None else effect,
+        # a stated tolerance is relative to the first point; without one the smallest effect is the bound
+        bound=None if tolerance is not None or not effect else effect,
+        tolerance=float(tolerance) if tolerance is not None else DEFAULT_TOLERANCE,
+        factor=check.get("factor"),
+        worst=check.get("diverged") == "worst",
     )
+    step = _sanity_step if kind == "sanity" else _claim_step
+
+    if expect in ("above", "below"):
+        steps = [step(values[0], float(check["threshold"]), "greater" if expect == "above" else "less", rule)]
+        summary = steps[0].text
+    elif expect in ("less", "greater", "similar"):
+        steps = [step(values[0], values[1], expect, rule)]
+        summary = steps[0].text
+    elif expect in ("increasing", "decreasing"):
+        direction = "less" if expect == "increasing" else "greater"
+        steps = [step(a, b, direction, rule) for a, b in zip(values, values[1:])]
+        summary = f"{len(steps)} steps {expect}, each tested"
+    else:
+        steps, summary = _interior(values, expect, step, rule)
+    p_support, p_contradict = _combine(steps) if steps else (None, None)
+    result = CheckResult(name, "inconclusive", summary, [s.text for s in steps], kind, p_support, p_contradict)
+    if kind == "sanity":  # decided on every seed, no test and no correction
+        outcome = "inconclusive" if p_support is None else "supported" if p_support == 0.0 else "contradicted"
+        return replace(result, outcome=outcome)
+    return result
+
+
+def _interior(values: list[dict], expect: str, step, rule: Rule) -> tuple[list[Step], str]:
+    """interior_min / interior_max: the best point (by its mean) is inside and better than both ends; when the best
+    is an end, the claim is contradicted if that end is better than every inside point."""
+    if not all(math.isfinite(v) for point in values for v in point.values()):
+        return [Step("inconclusive: a non-finite value (a run diverged)")], "a run diverged"
+    sign = 1 if expect == "interior_min" else -1
+    direction = "less" if sign == 1 else "greater"
+    means = [mean(v.values()) for v in values]
+    best = min(range(len(values)), key=lambda i: sign * means[i])
+    last = len(values) - 1
+    if best not in (0, last):
+        steps = [step(values[best], values[end], direction, rule) for end in (0, last)]
+        return steps, f"best is point #{best + 1} ({_shown(values[best])}); tested against both ends"
+    # The best mean is an end: support is out of reach, and the end beating every inside point contradicts it.
+    beaten = [step(values[best], values[i], direction, rule) for i in range(1, last)]
+    if any(s.p_support is None for s in beaten):
+        return beaten, f"the best point is an end (#{best + 1})"
+    reversed_steps = [Step(s.text, s.p_contradict, s.p_support) for s in beaten]
+    p_contradict = max(s.p_contradict for s in reversed_steps)  # the end must beat all of them
+    flipped = Step(f"the best point is an end (#{best + 1}), tested against each inside point", 1.0, p_contradict)
+    return [flipped], flipped.text + ": " + "; ".join(s.text for s in beaten)
+
+
+# ---- a question -------------------------------------------------------------------------------------------------
+
+
+def decide(results: list[CheckResult], alpha: float = stats.ALPHA) -> list[CheckResult]:
+    """Outcomes of the claim checks after Holm's correction within the question; sanity checks stay as they are."""
+    tested = [i for i, r in enumerate(results) if r.kind == "claim" and r.p_support is not None]
+    support = stats.holm([results[i].p_support for i in tested])
+    contradict = stats.holm([results[i].p_contradict for i in tested])
+    decided = list(results)
+    for i, ps, pc in zip(tested, support, contradict):
+        r = results[i]
+        outcome = "contradicted" if pc < alpha else "supported" if ps < alpha else "inconclusive"
+        p_text = f"p(support) {r.p_support:.2g} -> Holm {ps:.2g}; p(contradict) {r.p_contradict:.2g} -> Holm {pc:.2g}"
+        decided[i] = replace(r, outcome=outcome, detail=f"{r.detail} ({p_text})")
+    return decided
 
 
 def verdict(results: list[CheckResult]) -> str:
-    measured = [r for r in results if r.holds is not None]
-    if not measured:
-        return "not measured"
-    held = sum(r.holds for r in measured)
-    if held == len(measured):
-        return "holds"
-    return "does not hold here" if held == 0 else "holds in part"
+    """The question's verdict from its claim checks only."""
+    claims = [r.outcome for r in results if r.kind == "claim"]
+    supported, contradicted = claims.count("supported"), claims.count("contradicted")
+    if not claims or supported == contradicted == 0:
+        return "inconclusive"
+    if supported == len(claims):
+        return "supported"
+    if contradicted == len(claims):
+        return "contradicted"
+    return "supported in part" if supported else "contradicted in part"

@@ -7,7 +7,11 @@ run it was: a full run, or one with overrides (the command that made it), or an 
 
 Text and plots change together or not at all: the document and its folders are checked first, the plots are staged
 beside docs/lab/<name>/, and only then are the folder and the document swapped in (the old plots come back when
-writing the document fails)."""
+writing the document fails).
+
+A section published before the current decision rule (it lacks report.RULE_STAMP) gets a note at its top, written by
+`earlier_rule_notes` whenever anything is published (or by `python -m zoo.lab publish --notes-only`): its verdict was
+decided under the earlier rule and has not been re-run, and the per-seed numbers to re-decide it were not kept."""
 
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from .report import build_report, changed_overrides, shown_overrides, wall_line, writable
+from . import stats
+from .report import RULE_STAMP, build_report, changed_overrides, shown_overrides, wall_line, writable
 from .sweep import Sweep, load_sweep
 
 
@@ -39,6 +44,66 @@ def machine_line() -> str:
 
 def markers(name: str) -> tuple[str, str]:
     return f"<!-- measured:{name} -->", f"<!-- /measured:{name} -->"
+
+
+EARLIER_RULE = "> **Decided under the earlier rule**"  # how the note begins (and how it is found again)
+_BLOCK = re.compile(r"(<!-- measured:([^ ]+) -->\n)(.*?)(<!-- /measured:\2 -->)", flags=re.DOTALL)
+
+
+def _seed_counts(body: str) -> list[int]:
+    """The `seeds` column of the section's first table (the number of seeds of each point)."""
+    rows = [line.split("|")[1:-1] for line in body.splitlines() if line.startswith("|")]
+    if not rows or "seeds" not in [c.strip() for c in rows[0]]:
+        return []
+    column = [c.strip() for c in rows[0]].index("seeds")
+    return [int(r[column]) for r in rows[2:] if len(r) > column and r[column].strip().isdigit()]
+
+
+def earlier_rule_note(body: str) -> str:
+    """The note for a section decided before RULE_STAMP existed, with the seed counts read from its own table."""
+    seeds = _seed_counts(body)
+    ran = ""
+    if seeds:
+        counts = f"{min(seeds)}" if min(seeds) == max(seeds) else f"{min(seeds)} to {max(seeds)}"
+        short = max(seeds) < stats.MIN_SEEDS
+        ran = f" Its points ran {counts} seeds" + (
+            f", fewer than the {stats.MIN_SEEDS} the current rule needs: under it every check would be inconclusive."
+            if short
+            else "."
+        )
+    return (
+        f"{EARLIER_RULE} (a difference counted when it exceeded 2 x the spread of the seeds, sqrt(sd_a² + sd_b²)); "
+        "not re-run under the current rule (95% intervals, Holm's correction, at least "
+        f"{stats.MIN_SEEDS} seeds per point).{ran} The per-seed results are not in the repository, so the verdict "
+        "below cannot be recomputed: read it as provisional."
+    )
+
+
+def earlier_rule_notes(document: str) -> str:
+    """The document with a note at the top of every measured section that holds a verdict decided before
+    RULE_STAMP existed; sections with the stamp, with the note already, or without a verdict stay as they are."""
+
+    def noted(match: re.Match) -> str:
+        opening, _, body, closing = match.groups()
+        if RULE_STAMP in body or EARLIER_RULE in body or "Verdict:" not in body:
+            return match.group(0)
+        return f"{opening}{earlier_rule_note(body)}\n\n{body}{closing}"
+
+    return _BLOCK.sub(noted, document)
+
+
+def note_earlier_rule(docs: str | Path) -> int:
+    """Write the notes into `docs`; returns how many sections got one."""
+    docs = Path(docs)
+    if not docs.is_file():
+        raise ValueError(f"{docs} not found; pass --docs with the path of docs/lab.md")
+    before = docs.read_text()
+    after = earlier_rule_notes(before)
+    if after != before:
+        if not writable(docs):
+            raise ValueError(f"{docs} is read-only; make it writable (chmod u+w {docs})")
+        _write_atomically(docs, after)
+    return after.count(EARLIER_RULE) - before.count(EARLIER_RULE)
 
 
 def split_at_markers(document: str, name: str, docs: Path) -> tuple[str, str]:
@@ -141,7 +206,8 @@ def publish(sweep_dir: str | Path, docs: str | Path) -> tuple[str, str]:
     try:
         report, outcome, plots = build_report(sweep)  # the plots are drawn in the sweep directory
         begin, end = markers(name)
-        _swap_in(docs, f"{before}{begin}\n{measured_block(sweep, report, plots, name)}{end}{after}", plots, image_dir)
+        document = f"{before}{begin}\n{measured_block(sweep, report, plots, name)}{end}{after}"
+        _swap_in(docs, earlier_rule_notes(document), plots, image_dir)
     except OSError as err:
         raise ValueError(f"{err.filename or docs}: {err.strerror or err}; nothing was published") from None
     return name, outcome

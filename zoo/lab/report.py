@@ -1,5 +1,6 @@
-"""report.md of a lab sweep: the claim, the measured table (mean ± spread over seeds per point), the plots and
-the verdict derived from the claim's checks; written into the sweep directory.
+"""report.md of a lab sweep: the claim, the measured table (mean ± spread over seeds per point), the plots, each
+check's effect with its 95% interval and outcome, and the verdict derived from the claim checks (zoo/lab/claims.py);
+written into the sweep directory.
 
     python -m zoo.lab report <sweep_dir>     (and by itself at the end of a lab multirun: LabReport)
 """
@@ -9,16 +10,30 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .claims import CheckResult, evaluate, matches, verdict
+from . import stats
+from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, verdict
 from .plots import write_plots
 from .sweep import Sweep, Unfinished, load_sweep, short
 
 log = logging.getLogger(__name__)
+
+# The decision rule in one paragraph, under every verdict. RULE_STAMP marks text decided under it: publish notes the
+# sections of docs/lab.md that lack it (they were decided under an earlier rule).
+RULE_STAMP = "<!-- lab-rule: t interval, Holm, 5 seeds -->"
+RULE_TEXT = (
+    "Each check gives its effect with a 95% confidence interval (paired t over the seeds both points ran, Welch t "
+    "otherwise; a `factor` is tested on the log ratio). A claim check is supported when the effect clears the "
+    "smallest effect of interest (the threshold for `above`/`below`; for `similar`, TOST inside the equivalence "
+    f"bound), contradicted when it falls short of it, each at a one-sided p < {stats.ALPHA:g} after Holm's correction "
+    f"over the question's claim checks; inconclusive otherwise, and always with fewer than {stats.MIN_SEEDS} seeds "
+    "per point. Sanity checks (of the implementation) must hold on every seed and do not count toward the verdict."
+)
 
 
 def check_metrics(lab: dict) -> list[str]:
@@ -69,15 +84,31 @@ def _left_undecided(result: CheckResult, check: dict, sweep: Sweep) -> CheckResu
     if not hit:
         return result
     jobs = ", ".join(_job_text(sweep, u) for u in hit)
-    return CheckResult(result.name, None, f"{jobs} left no result (measured: {result.detail})", result.pairs)
+    return replace(
+        result,
+        outcome="inconclusive",
+        detail=f"{jobs} left no result (measured: {result.detail})",
+        p_support=None,
+        p_contradict=None,
+    )
+
+
+def check_lines(results: list[CheckResult]) -> list[str]:
+    lines = []
+    for r in results:
+        lines.append(f"- **{r.name}**: {r.outcome}. {r.detail}")
+        if len(r.pairs) > 1:
+            lines += [f"  - {p}" for p in r.pairs]
+    return lines
 
 
 def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lab = sweep.lab
     metrics = check_metrics(lab)
-    stats = sweep.stats(metrics)
+    samples = sweep.samples(metrics)
     checks = lab.get("checks", [])
-    results = [_left_undecided(evaluate(c, stats, sweep.points, i), c, sweep) for i, c in enumerate(checks)]
+    results = [_left_undecided(evaluate(c, samples, sweep.points, i, lab), c, sweep) for i, c in enumerate(checks)]
+    results = decide(results)  # Holm's correction over the claim checks that a test could decide
     outcome = verdict(results)
     plots = write_plots(sweep)
     lines = [f"## {lab.get('title', lab.get('name', sweep.directory.name))}", ""]
@@ -97,26 +128,24 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     if sweep.unfinished:
         total = len(sweep.jobs) + len(sweep.unfinished)
         lines += [
-            f"**{len(sweep.unfinished)} of {total} jobs left no result**; the checks on their points are not decided:"
+            f"**{len(sweep.unfinished)} of {total} jobs left no result**; the checks on their points are inconclusive:"
         ]
         lines += [f"- {_job_text(sweep, u)}: {u.why}" for u in sweep.unfinished] + [""]
     for path in plots:
         lines += [f"![{path.stem}]({path.name})", ""]
-    held = [r for r in results if r.holds]
-    measured = [r for r in results if r.holds is not None]
+    claims = [r for r in results if r.kind == "claim"]
+    sanity = [r for r in results if r.kind == "sanity"]
+    counts = ", ".join(f"{sum(r.outcome == o for r in claims)} {o}" for o in OUTCOMES)
     lines += [
         f"### Verdict: {outcome}",
         "",
-        f"{len(held)} of {len(measured)} measured checks hold"
-        + (f" ({len(results) - len(measured)} not measured or undecided)" if len(measured) < len(results) else "")
-        + ". A difference counts only beyond the stated multiple of the seed spread.",
+        RULE_STAMP,
+        f"Claim checks: {counts} (of {len(claims)}). {RULE_TEXT}",
         "",
+        *check_lines(claims),
     ]
-    for r in results:
-        mark = {True: "holds", False: "does not hold", None: "not decided"}[r.holds]
-        lines.append(f"- **{r.name}**: {mark}. {r.detail}")
-        if len(r.pairs) > 1:
-            lines += [f"  - {p}" for p in r.pairs]
+    if sanity:
+        lines += ["", "Sanity checks (the implementation; not counted toward the verdict):", "", *check_lines(sanity)]
     if lab.get("notes"):
         lines += ["", str(lab["notes"]).strip()]
     return "\n".join(lines) + "\n", outcome, plots

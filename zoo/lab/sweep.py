@@ -60,6 +60,20 @@ class Sweep:
             out[key] = {m: s for m in metrics if (s := self.stat(key, m)) is not None}
         return out
 
+    def samples(self, metrics: list[str]) -> dict[tuple, dict[str, dict[str, float]]]:
+        """point -> metric -> {seed: value}: what the checks test (two points that ran the same seeds are paired)."""
+        seed_key = self.lab.get("seed_key", "seed")
+        out: dict[tuple, dict[str, dict[str, float]]] = {}
+        for key, jobs in self.members.items():
+            # A job without a seed parameter is told apart by its folder: it pairs with nothing.
+            seeds = [j.params.get(seed_key, f"job {j.directory.name}") for j in jobs]
+            out[key] = {}
+            for m in metrics:
+                values = {s: j.metrics[m] for s, j in zip(seeds, jobs) if m in j.metrics}
+                if values:
+                    out[key][m] = values
+        return out
+
     def label(self, key: tuple) -> str:
         params = self.points[key]
         return ", ".join(f"{short(k)}={params.get(k, '')}" for k in self.swept) or "all"
