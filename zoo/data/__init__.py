@@ -1,10 +1,12 @@
 """Data: dataset files, tokenizers and DataModules. Imports neither zoo.models nor zoo.tasks."""
 
+from .base import ZooDataModule
 from .bert_pretraining import BertPretrainingDataModule
 from .glue import GlueDataModule
 from .images import ImageClassificationDataModule
 from .lm import LanguageModelDataModule
 from .sources import DATASETS, DatasetFile, resolve_dataset
+from .token_shards import TokenShardsDataModule
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
 from .translation import TranslationDataModule
 from .translation_tokenizer import TranslationTokenizer
@@ -22,6 +24,8 @@ __all__ = [
     "LanguageModelDataModule",
     "resolve_dataset",
     "tokenizer_from_json",
+    "TokenShardsDataModule",
     "TranslationDataModule",
     "TranslationTokenizer",
+    "ZooDataModule",
 ]

@@ -18,15 +18,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from .atomic import atomic_write
-from .batching import per_device_batch_size
+from .base import ZooDataModule
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
-from .resumable import resumable_sampler, seeded_loader
-from .sources import default_cache_dir, default_data_dir, resolve_dataset
 from .text import read_text_file
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer
 
@@ -221,7 +218,7 @@ class PairDataset(Dataset):
         return self.items[index]
 
 
-class BertPretrainingDataModule(L.LightningDataModule):
+class BertPretrainingDataModule(ZooDataModule):
     """MLM + NSP data from plain-text files.
 
     Files are `train_files` / `val_files`, relative to the data folder unless absolute; without `val_files` the
@@ -229,8 +226,11 @@ class BertPretrainingDataModule(L.LightningDataModule):
     must be present (or downloaded with download=true) before they are read. The WordPiece vocabulary is trained
     on the training documents and cached, unless `vocab_file` gives a BERT vocab.txt.
 
-    `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
+    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
+    The test split is the validation split.
     """
+
+    task, description = "mlm_nsp", "an MLM+NSP pretraining dataset"
 
     def __init__(
         self,
@@ -251,13 +251,9 @@ class BertPretrainingDataModule(L.LightningDataModule):
         val_fraction: float = 0.1,
         max_documents: int | None = None,
         seed: int = 12345,
-        num_workers: int = 0,
-        data_dir: str | None = None,
-        cache_dir: str | None = None,
-        download: bool = False,
+        **shared,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(seed=seed, **shared)
         if not train_files:
             raise ValueError("data.train_files is empty; list the text files to pretrain on")
         if document_format not in DOCUMENT_FORMATS:
@@ -278,11 +274,8 @@ class BertPretrainingDataModule(L.LightningDataModule):
             )
         if val_files is None and not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
-        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer: WordPieceTokenizer | None = None
         self._datasets: dict[str, PairDataset] = {}
-        self.per_device_batch_size = batch_size
 
     # ---- files, documents, tokenizer ---------------------------------------------------------------------
     def _path(self, name: str) -> Path:
@@ -292,7 +285,7 @@ class BertPretrainingDataModule(L.LightningDataModule):
     def _files(self) -> tuple[list[Path], list[Path] | None]:
         hp = self.hparams
         if hp.dataset is not None:
-            resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download)
+            self.dataset_files(hp.dataset)  # fetched (or checked) before the files are read
         train = [self._path(p) for p in hp.train_files]
         val = [self._path(p) for p in hp.val_files] if hp.val_files else None
         for path in train + (val or []):
@@ -367,10 +360,6 @@ class BertPretrainingDataModule(L.LightningDataModule):
         """Model config fields this data determines (filled into `model.net` by train.py)."""
         return {"vocab_size": self.tokenizer.vocab_size, "pad_token_id": self.tokenizer.pad_id}
 
-    @property
-    def task_inputs(self) -> dict:
-        return {"tokenizer": self.tokenizer}
-
     # ---- pairs ----------------------------------------------------------------------------------------
     def _encode(self, documents: list[list[str]]) -> list[list[list[int]]]:
         flat = [s for d in documents for s in d]
@@ -398,9 +387,8 @@ class BertPretrainingDataModule(L.LightningDataModule):
             self.tokenizer, block_size=hp.block_size, pad_to=hp.pad_to, mlm_probability=hp.mlm_probability
         )
 
-    # ---- Lightning hooks -------------------------------------------------------------------------------
-    def setup(self, stage: str | None = None) -> None:
-        self.per_device_batch_size = per_device_batch_size(self.hparams.batch_size, self.trainer)
+    # ---- what the loaders serve --------------------------------------------------------------------------------
+    def build_splits(self) -> None:
         if self._datasets:
             return
         train_docs, val_docs = self._split()
@@ -414,31 +402,12 @@ class BertPretrainingDataModule(L.LightningDataModule):
             item["input_ids"], item["labels"] = inputs[0].tolist(), labels[0].tolist()
         self._datasets["val"] = PairDataset(val_items)
 
-    def _loader(self, split: str) -> DataLoader:
-        return seeded_loader(
-            self._datasets[split],
-            batch_size=self.per_device_batch_size,
-            seed=self.hparams.seed,
-            num_workers=self.hparams.num_workers,
-            collate_fn=self.collator(),
-        )
+    def train_dataset(self) -> PairDataset:
+        # The masks are drawn per batch from the global RNG, which the checkpoint holds, when num_workers is 0.
+        return self._datasets["train"]
 
-    def train_dataloader(self) -> DataLoader:
-        # Shuffled by seed and position (resumes exactly mid-epoch); the masks come from the global RNG, which the
-        # checkpoint holds, when num_workers is 0.
-        dataset, batch = self._datasets["train"], self.per_device_batch_size
-        sampler = resumable_sampler(dataset, seed=self.hparams.seed, trainer=self.trainer, batch_size=batch)
-        return seeded_loader(
-            dataset,
-            sampler=sampler,
-            batch_size=batch,
-            seed=self.hparams.seed,
-            num_workers=self.hparams.num_workers,
-            collate_fn=self.collator(),
-        )
+    def eval_dataset(self, split: str) -> PairDataset:
+        return self._datasets["val"]
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("val")
+    def collate(self, train: bool) -> PretrainingCollator:
+        return self.collator()

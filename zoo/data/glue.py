@@ -13,16 +13,13 @@ import json
 import random
 from pathlib import Path
 
-import lightning as L
 import torch
-from torch.utils.data import DataLoader
 
 from .atomic import atomic_write
-from .batching import per_device_batch_size
+from .base import ZooDataModule
 from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
-from .resumable import ResumableShuffle, resumable_sampler, seeded_loader
-from .sources import default_cache_dir, default_data_dir, resolve_dataset
+from .resumable import ResumableShuffle, resumable_sampler
 from .text import decode_utf8
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer, tokenizer_from_source
 
@@ -115,15 +112,17 @@ class LengthGroupedSampler(ResumableShuffle):
         return [i for batch in shuffled + partial for i in batch]
 
 
-class GlueDataModule(L.LightningDataModule):
+class GlueDataModule(ZooDataModule):
     """Classification of sentences or sentence pairs from TSV files (paths relative to the data folder unless
     absolute). The tokenizer comes from `pretrained` (a Hugging Face BERT directory or a zoo .ckpt: use the same
     path as the task's `pretrained`), else from `vocab_file`, else a WordPiece trained on the training sentences
     (cached). Without `test_file` the test split is the validation file (GLUE's test labels are hidden).
     `pad_to="longest"` with `group_by_length=true` batches rows of similar length: SST-2 trains ~2.5x faster.
 
-    `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
+    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
     """
+
+    task, description = "sequence_classification", "a sentence-classification (GLUE) dataset"
 
     def __init__(
         self,
@@ -143,25 +142,17 @@ class GlueDataModule(L.LightningDataModule):
         group_by_length: bool = False,
         max_train_rows: int | None = None,
         max_val_rows: int | None = None,
-        seed: int = 0,
-        num_workers: int = 0,
-        data_dir: str | None = None,
-        cache_dir: str | None = None,
-        download: bool = False,
+        **shared,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**shared)
         if pad_to not in PAD_TO:
             raise ValueError(f"unknown pad_to '{pad_to}'; choose one of {', '.join(PAD_TO)}")
         if block_size < 3 or batch_size <= 0:
             raise ValueError(f"need block_size >= 3 (got {block_size}) and batch_size > 0 (got {batch_size})")
-        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer: WordPieceTokenizer | None = None
         self._rows: dict[str, list[tuple]] = {}
         self._datasets: dict[str, PairDataset] = {}
         self.label_names: list[str] | None = None
-        self.per_device_batch_size = batch_size
 
     # ---- rows and labels ---------------------------------------------------------------------------------
     def _path(self, name: str) -> Path:
@@ -179,7 +170,7 @@ class GlueDataModule(L.LightningDataModule):
             return
         hp = self.hparams
         if hp.dataset is not None:
-            resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download)
+            self.dataset_files(hp.dataset)  # fetched (or checked) before the files are read
         columns = hp.text_columns
         files = {"train": hp.train_file, "val": hp.val_file, "test": hp.test_file or hp.val_file}
         rows = {}
@@ -253,10 +244,6 @@ class GlueDataModule(L.LightningDataModule):
             "num_labels": self.num_labels,
         }
 
-    @property
-    def task_inputs(self) -> dict:
-        return {"tokenizer": self.tokenizer}
-
     # ---- items and loaders -----------------------------------------------------------------------------
     def _items(self, rows: list[tuple]) -> list[dict]:
         tok = self.tokenizer
@@ -270,40 +257,26 @@ class GlueDataModule(L.LightningDataModule):
             items.append({"input_ids": ids, "token_type_ids": segments, "label": row[-1]})
         return items
 
-    def setup(self, stage: str | None = None) -> None:
-        self.per_device_batch_size = per_device_batch_size(self.hparams.batch_size, self.trainer)
+    def build_splits(self) -> None:
         self._load_rows()
         for split in ("train", "val", "test"):
             if split not in self._datasets:
                 self._datasets[split] = PairDataset(self._items(self._rows[split]))
 
-    def _collator(self) -> ClassificationCollator:
+    def train_dataset(self) -> PairDataset:
+        return self._datasets["train"]
+
+    def eval_dataset(self, split: str) -> PairDataset:
+        return self._datasets[split]
+
+    def collate(self, train: bool) -> ClassificationCollator:
         return ClassificationCollator(
             self.tokenizer.pad_id, block_size=self.hparams.block_size, pad_to=self.hparams.pad_to
         )
 
-    def _loader(self, split: str, sampler=None) -> DataLoader:
-        return seeded_loader(
-            self._datasets[split],
-            sampler=sampler,
-            batch_size=self.per_device_batch_size,
-            seed=self.hparams.seed,
-            num_workers=self.hparams.num_workers,
-            collate_fn=self._collator(),
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        # Shuffled by seed and position, so that a resumed run continues exactly mid-epoch.
-        dataset, hp = self._datasets["train"], self.hparams
-        kind, data, batch = ResumableShuffle, dataset, self.per_device_batch_size
-        if hp.group_by_length:
-            kind = functools.partial(LengthGroupedSampler, batch_size=batch)
-            data = [len(item["input_ids"]) for item in dataset.items]
-        sampler = resumable_sampler(data, seed=hp.seed, trainer=self.trainer, batch_size=batch, kind=kind)
-        return self._loader("train", sampler)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test")
+    def train_sampler(self, dataset: PairDataset, batch: int):
+        if not self.hparams.group_by_length:
+            return super().train_sampler(dataset, batch)
+        lengths = [len(item["input_ids"]) for item in dataset.items]
+        kind = functools.partial(LengthGroupedSampler, batch_size=batch)
+        return resumable_sampler(lengths, seed=self.seed, trainer=self.trainer, batch_size=batch, kind=kind)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import Dataset, default_collate
 from torchvision.transforms import v2
 
-from .batching import per_device_batch_size
+from .base import ZooDataModule
 from .image_sources import (
     CIFAR10_CLASSES,
     MNIST_CLASSES,
@@ -20,8 +19,6 @@ from .image_sources import (
     load_cifar10,
     load_mnist,
 )
-from .resumable import resumable_sampler, seeded_loader
-from .sources import default_cache_dir, default_data_dir
 
 # Per-dataset facts: native size and channels, normalization statistics (of the training images), and whether a
 # horizontal flip keeps the label (not for digits).
@@ -39,7 +36,7 @@ DATASET_SPECS = {
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-class ImageClassificationDataModule(L.LightningDataModule):
+class ImageClassificationDataModule(ZooDataModule):
     """Images and integer labels for classification.
 
     Source: `dataset` ("mnist", "cifar10") or `image_folder` (a folder with one subfolder per class; with
@@ -51,9 +48,10 @@ class ImageClassificationDataModule(L.LightningDataModule):
     `max_train_images=n` then trains on n of the training images only, class-balanced and seeded by `split_seed`
     (validation and test stay whole); smaller n give subsets of larger ones, so a data-size sweep is nested.
 
-    `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
-    Training images are shuffled by `seed` alone and resume exactly where a checkpoint stopped.
+    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
     """
+
+    task, description = "image_classification", "an image dataset"
 
     def __init__(
         self,
@@ -67,7 +65,6 @@ class ImageClassificationDataModule(L.LightningDataModule):
         val_size: int | float = 5000,
         split_seed: int = 0,
         max_train_images: int | None = None,
-        seed: int = 0,
         crop_padding: int = 2,
         hflip: bool | None = None,
         rotation: float = 0.0,
@@ -76,13 +73,9 @@ class ImageClassificationDataModule(L.LightningDataModule):
         random_erasing: float = 0.0,
         mixup_alpha: float = 0.0,
         cutmix_alpha: float = 0.0,
-        num_workers: int = 0,
-        data_dir: str | None = None,
-        cache_dir: str | None = None,
-        download: bool = False,
+        **shared,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**shared)
         if (dataset is None) == (image_folder is None):
             raise ValueError("give exactly one of data.dataset (mnist, cifar10) or data.image_folder (your own images)")
         if dataset is not None and dataset not in DATASET_SPECS:
@@ -97,11 +90,8 @@ class ImageClassificationDataModule(L.LightningDataModule):
             raise ValueError(f"data.max_train_images must be a positive count (or null: all), got {max_train_images}")
         if mixup_alpha < 0 or cutmix_alpha < 0:
             raise ValueError("mixup_alpha and cutmix_alpha must be >= 0 (0 turns them off)")
-        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._folder_classes: list[str] | None = None
         self._splits: dict[str, Dataset] = {}
-        self.per_device_batch_size = batch_size
 
     # ---- what the model and task need from the data ---------------------------------------------------------
     @property
@@ -260,40 +250,25 @@ class ImageClassificationDataModule(L.LightningDataModule):
         splits["test"] = (official_test, range(len(official_test)))
         return splits
 
-    # ---- Lightning hooks --------------------------------------------------------------------------------------
-    def setup(self, stage: str | None = None) -> None:
-        self.per_device_batch_size = per_device_batch_size(self.hparams.batch_size, self.trainer)
+    # ---- what the loaders serve ------------------------------------------------------------------------------------
+    def build_splits(self) -> None:
         if not self._splits:
             train_tf, eval_tf = self.transforms(train=True), self.transforms(train=False)
             for name, (base, indices) in self._split().items():
                 self._splits[name] = TransformedSubset(base, indices, train_tf if name == "train" else eval_tf)
 
-    def _loader(self, split: str, train: bool) -> DataLoader:
-        hp = self.hparams
-        dataset, batch, sampler = self._splits[split], self.per_device_batch_size, None
-        if train:
-            # Shuffled by seed and position, so that a resumed run continues exactly mid-epoch. The augmentations
-            # draw from the global RNG, which the checkpoint holds, when num_workers is 0.
-            sampler = resumable_sampler(dataset, seed=hp.seed, trainer=self.trainer, batch_size=batch)
-        else:
-            batch = hp.eval_batch_size or batch
-        return seeded_loader(
-            dataset,
-            sampler=sampler,
-            batch_size=batch,
-            seed=hp.seed,
-            num_workers=hp.num_workers,
-            collate_fn=self._collate() if train else default_collate,
-        )
+    def train_dataset(self) -> Dataset:
+        # The augmentations draw from the global RNG, which the checkpoint holds, when num_workers is 0.
+        return self._splits["train"]
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", train=True)
+    def eval_dataset(self, split: str) -> Dataset:
+        return self._splits[split]
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", train=False)
+    def loader_batch_size(self, train: bool) -> int:
+        return self.per_device_batch_size if train else self.hparams.eval_batch_size or self.per_device_batch_size
 
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", train=False)
+    def collate(self, train: bool):
+        return self._collate() if train else default_collate
 
 
 def class_balanced_subset(base: Dataset, indices: list[int], n: int, generator: torch.Generator) -> list[int]:

@@ -6,15 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 
-import lightning as L
 import numpy as np
-import torch
-from torch.utils.data import DataLoader
 
 from .atomic import atomic_write
-from .batching import per_device_batch_size
-from .resumable import ResumableShuffle, check_fills_a_batch
-from .sources import default_cache_dir, default_data_dir, resolve_dataset
+from .base import ZooDataModule
 from .text import read_text_file
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
 from .windows import DisjointWindows, RandomWindows
@@ -22,16 +17,42 @@ from .windows import DisjointWindows, RandomWindows
 TOKENIZERS = ("char", "bpe")
 
 
-class LanguageModelDataModule(L.LightningDataModule):
+class TokenWindowsDataModule(ZooDataModule):
+    """Causal-LM data as windows of block_size tokens over one token array per split ("train", "val"), which a
+    subclass gives by `tokens(split)`, with its `tokenizer`. Training windows start at every offset; evaluation
+    reads disjoint windows, and the test split is the validation split in full."""
+
+    def tokens(self, split: str):
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    @property
+    def model_fields(self) -> dict:
+        return {"vocab_size": self.vocab_size}
+
+    def train_dataset(self) -> RandomWindows:
+        return RandomWindows(self.tokens("train"), self.hparams.block_size)
+
+    def eval_dataset(self, split: str) -> DisjointWindows:
+        # Validation's windows come in a fixed shuffled order, so that limit_val_batches scores a spread-out sample.
+        seed = self.hparams.val_seed if split == "val" else None
+        return DisjointWindows(self.tokens("val"), self.hparams.block_size, seed=seed)
+
+
+class LanguageModelDataModule(TokenWindowsDataModule):
     """Causal-LM data.
 
     The text is a named dataset (`dataset="tinyshakespeare"`) or the user's own `text_files`. Without
     `val_files`, the concatenated text is split by position: the first (1 - val_fraction) for training, the
     rest for validation (nanoGPT's 90/10). The test split is the validation split evaluated in full.
 
-    `batch_size` is the global batch; each device gets batch_size / (world_size * accumulate_grad_batches).
-    Training windows are shuffled by `seed` alone and resume exactly where a checkpoint stopped.
+    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
     """
+
+    task, description = "causal_lm", "a language-model text dataset"
 
     def __init__(
         self,
@@ -44,14 +65,9 @@ class LanguageModelDataModule(L.LightningDataModule):
         batch_size: int = 12,
         val_fraction: float = 0.1,
         val_seed: int = 0,
-        num_workers: int = 0,
-        data_dir: str | None = None,
-        cache_dir: str | None = None,
-        download: bool | str = False,  # or "auto" (the configs' default): see zoo.data.sources
-        seed: int = 0,
+        **shared,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**shared)
         if tokenizer not in TOKENIZERS:
             raise ValueError(f"unknown tokenizer '{tokenizer}'; choose one of {', '.join(TOKENIZERS)}")
         if (dataset is None) == (text_files is None):
@@ -62,19 +78,15 @@ class LanguageModelDataModule(L.LightningDataModule):
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
         if block_size <= 0 or batch_size <= 0:
             raise ValueError(f"block_size ({block_size}) and batch_size ({batch_size}) must be positive")
-        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer = None
         self._splits: dict[str, np.ndarray] = {}
-        self.per_device_batch_size = batch_size
 
     # ---- text and cache ----------------------------------------------------------------------------
     def _files(self) -> tuple[list[Path], list[Path] | None]:
         hp = self.hparams
         if hp.dataset is not None:
             # A shipped dataset (tiny shakespeare) missing from the data folder is decompressed into the cache.
-            paths = resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download, cache_dir=self.cache_dir)
-            return paths, None
+            return self.dataset_files(hp.dataset), None
         train = [Path(p) for p in hp.text_files]
         val = [Path(p) for p in hp.val_files] if hp.val_files else None
         for path in train + (val or []):
@@ -150,53 +162,9 @@ class LanguageModelDataModule(L.LightningDataModule):
         self._load()
         return self._tokenizer
 
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.vocab_size
-
-    @property
-    def model_fields(self) -> dict:
-        """Model config fields this data determines (filled into `model.net` by train.py)."""
-        return {"vocab_size": self.vocab_size}
-
-    @property
-    def task_inputs(self) -> dict:
-        """Extra arguments of the task that come from the data."""
-        return {"tokenizer": self.tokenizer}
-
-    # ---- Lightning hooks -----------------------------------------------------------------------------
-    def setup(self, stage: str | None = None) -> None:
+    # ---- what the loaders serve --------------------------------------------------------------------------------
+    def build_splits(self) -> None:
         self._load()
-        self.per_device_batch_size = per_device_batch_size(self.hparams.batch_size, self.trainer)
 
-    def _loader(self, dataset, sampler=None) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=self.per_device_batch_size,
-            sampler=sampler,
-            num_workers=self.hparams.num_workers,
-            persistent_workers=self.hparams.num_workers > 0,
-            drop_last=sampler is not None,
-            # Creating a loader iterator draws a worker seed from this generator; from the global RNG it would
-            # shift the dropout masks of a resumed run.
-            generator=torch.Generator().manual_seed(self.hparams.seed),
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        windows = RandomWindows(self._splits["train"], self.hparams.block_size)
-        rank, world, step, accumulate = 0, 1, 0, 1
-        if self.trainer is not None:
-            rank, world = self.trainer.global_rank, self.trainer.world_size
-            step, accumulate = self.trainer.global_step, self.trainer.accumulate_grad_batches
-        sampler = ResumableShuffle(windows, seed=self.hparams.seed, rank=rank, world_size=world)
-        check_fills_a_batch(sampler, self.per_device_batch_size, accumulate=accumulate)
-        # The trainer's step is restored from a checkpoint before the loader is built: skip what was consumed.
-        sampler.set_position(step * accumulate * self.per_device_batch_size)
-        return self._loader(windows, sampler)
-
-    def val_dataloader(self) -> DataLoader:
-        windows = DisjointWindows(self._splits["val"], self.hparams.block_size, seed=self.hparams.val_seed)
-        return self._loader(windows)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(DisjointWindows(self._splits["val"], self.hparams.block_size))
+    def tokens(self, split: str) -> np.ndarray:
+        return self._splits[split]

@@ -117,6 +117,13 @@ def default_cache_dir(data_dir: Path) -> Path:
     return Path(os.environ["ZOO_CACHE_DIR"]) if os.environ.get("ZOO_CACHE_DIR") else data_dir / "cache"
 
 
+def data_dirs(data_dir: str | Path | None = None, cache_dir: str | Path | None = None) -> tuple[Path, Path]:
+    """The data and cache directories: the given ones, else ZOO_DATA_DIR (./data) and ZOO_CACHE_DIR (<data>/cache).
+    The one place both are resolved, so that a DataModule and a dataset lookup never disagree."""
+    root = Path(data_dir) if data_dir else default_data_dir()
+    return root, Path(cache_dir) if cache_dir else default_cache_dir(root)
+
+
 def offline() -> bool:
     return os.environ.get("ZOO_OFFLINE", "").strip().lower() in ("1", "true", "yes")
 
@@ -157,8 +164,7 @@ def resolve_dataset(
             f"unknown dataset '{name}'; known: {', '.join(DATASETS)} (or point the data config at your own files)"
         )
     mode = download_mode(download_missing)
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(root)
+    root, cache = data_dirs(data_dir, cache_dir)
     return [_locate(name, file, root, cache, mode) for file in DATASETS[name]]
 
 

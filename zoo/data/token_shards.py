@@ -13,17 +13,14 @@ import hashlib
 import json
 from pathlib import Path
 
-import lightning as L
 import numpy as np
-import torch
-from torch.utils.data import DataLoader
 
-from .batching import per_device_batch_size
 from .counter_shuffle import CounterShuffle
+from .lm import TokenWindowsDataModule
 from .prepare import FORMAT
-from .resumable import check_fills_a_batch
+from .resumable import resumable_sampler
 from .tokenizer import tokenizer_from_json
-from .windows import DisjointWindows, RandomWindows
+from .windows import RandomWindows
 
 
 class TokenStream:
@@ -77,11 +74,14 @@ def read_manifest(directory: Path, *, verify: bool = False) -> dict:
     return manifest
 
 
-class TokenShardsDataModule(L.LightningDataModule):
+class TokenShardsDataModule(TokenWindowsDataModule):
     """Causal-LM data from zoo-prepare's shards: `python train.py data=token_shards data.shards=DIR`.
 
-    `batch_size` is the global batch. Training windows start at every offset of the training stream, in a
-    keyed order that resumes exactly; validation reads disjoint windows of the validation stream."""
+    `batch_size` is the global batch; it and the shared options (seed, workers) are ZooDataModule's. Training
+    windows start at every offset of the training stream, in a keyed order that resumes exactly; validation
+    reads disjoint windows of the validation stream."""
+
+    task, description = "causal_lm", "a language-model text dataset"
 
     def __init__(
         self,
@@ -89,67 +89,28 @@ class TokenShardsDataModule(L.LightningDataModule):
         block_size: int = 64,
         batch_size: int = 12,
         val_seed: int = 0,
-        num_workers: int = 0,
         verify: bool = False,
-        seed: int = 0,
+        **shared,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**shared)
         if block_size <= 0 or batch_size <= 0:
             raise ValueError(f"block_size ({block_size}) and batch_size ({batch_size}) must be positive")
         self.directory = Path(shards)
         self.manifest = read_manifest(self.directory, verify=verify)
-        self.tokenizer = tokenizer_from_json(self.manifest["tokenizer"])
+        self._tokenizer = tokenizer_from_json(self.manifest["tokenizer"])
         self._streams: dict[str, TokenStream] = {}
-        self.per_device_batch_size = batch_size
 
     @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.vocab_size
+    def tokenizer(self):
+        return self._tokenizer
 
-    @property
-    def model_fields(self) -> dict:
-        """Model config fields this data determines (filled into `model.net` by train.py)."""
-        return {"vocab_size": self.vocab_size}
-
-    @property
-    def task_inputs(self) -> dict:
-        return {"tokenizer": self.tokenizer}
-
-    def stream(self, split: str) -> TokenStream:
+    def tokens(self, split: str) -> TokenStream:
         if split not in self._streams:
             shards = self.manifest["shards"][split]
             files = [self.directory / s["file"] for s in shards]
             self._streams[split] = TokenStream(files, [s["tokens"] for s in shards], self.manifest["dtype"])
         return self._streams[split]
 
-    def setup(self, stage: str | None = None) -> None:
-        self.per_device_batch_size = per_device_batch_size(self.hparams.batch_size, self.trainer)
-
-    def _loader(self, dataset, sampler=None) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=self.per_device_batch_size,
-            sampler=sampler,
-            num_workers=self.hparams.num_workers,
-            persistent_workers=self.hparams.num_workers > 0,
-            drop_last=sampler is not None,
-            generator=torch.Generator().manual_seed(self.hparams.seed),  # see LanguageModelDataModule._loader
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        windows = RandomWindows(self.stream("train"), self.hparams.block_size)
-        rank, world, step, accumulate = 0, 1, 0, 1
-        if self.trainer is not None:
-            rank, world = self.trainer.global_rank, self.trainer.world_size
-            step, accumulate = self.trainer.global_step, self.trainer.accumulate_grad_batches
-        sampler = CounterShuffle(windows, seed=self.hparams.seed, rank=rank, world_size=world)
-        check_fills_a_batch(sampler, self.per_device_batch_size, accumulate=accumulate)
-        sampler.set_position(step * accumulate * self.per_device_batch_size)
-        return self._loader(windows, sampler)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(DisjointWindows(self.stream("val"), self.hparams.block_size, seed=self.hparams.val_seed))
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(DisjointWindows(self.stream("val"), self.hparams.block_size))
+    def train_sampler(self, dataset: RandomWindows, batch: int) -> CounterShuffle:
+        # A computed order: a list of every window's index would grow with the corpus.
+        return resumable_sampler(dataset, seed=self.seed, trainer=self.trainer, batch_size=batch, kind=CounterShuffle)

@@ -21,13 +21,11 @@ import os
 import warnings
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from .resumable import resumable_sampler, seeded_loader
-from .sources import default_cache_dir, default_data_dir, resolve_dataset
+from .base import ZooDataModule
 from .text import decode_utf8
 from .translation_tokenizer import BOS_ID, EOS_ID, PAD_ID, TranslationTokenizer
 
@@ -124,12 +122,15 @@ class TokenBatches(Dataset):
         return batch
 
 
-class TranslationDataModule(L.LightningDataModule):
+class TranslationDataModule(ZooDataModule):
     """Parallel-text data for sequence-to-sequence translation.
 
     `max_tokens` is the global batch in padded tokens per side; each device gets max_tokens / (world_size x
     accumulate_grad_batches). `vocab_size` is the joint BPE's size, or each language's with joint_vocab=false.
     """
+
+    task, description = "seq2seq", "a translation dataset"
+    batch_option, batch_unit = "max_tokens", ", in tokens"
 
     def __init__(
         self,
@@ -143,14 +144,9 @@ class TranslationDataModule(L.LightningDataModule):
         joint_vocab: bool = True,
         max_tokens: int = 4096,
         max_length: int = 256,
-        seed: int = 0,
-        num_workers: int = 0,
-        data_dir: str | None = None,
-        cache_dir: str | None = None,
-        download: bool = False,
+        **shared,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**shared)
         if source_lang == target_lang:
             raise ValueError(f"source_lang and target_lang are both '{source_lang}'; pick two languages")
         if vocab_size < 64 or max_tokens <= 0 or max_length < 2:
@@ -158,18 +154,20 @@ class TranslationDataModule(L.LightningDataModule):
                 f"need vocab_size >= 64 (got {vocab_size}), max_tokens > 0 (got {max_tokens}) "
                 f"and max_length >= 2 (got {max_length})"
             )
-        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir(self.data_dir)
         self._tokenizer: TranslationTokenizer | None = None
         self._encoded: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         self._text: dict[str, tuple[list[str], list[str]]] = {}
-        self.per_device_max_tokens = max_tokens
+
+    @property
+    def per_device_max_tokens(self) -> int:
+        """A device's share of `max_tokens` (the base's per-device batch, counted in tokens)."""
+        return self.per_device_batch_size
 
     # ---- files and cache -----------------------------------------------------------------------------
     def split_files(self, split: str) -> tuple[Path, Path]:
         hp = self.hparams
         name = {"train": hp.train_split, "val": hp.val_split, "test": hp.test_split}[split]
-        paths = {p.name: p for p in resolve_dataset(hp.dataset, self.data_dir, download_missing=hp.download)}
+        paths = {p.name: p for p in self.dataset_files(hp.dataset)}
         files = []
         for lang in (hp.source_lang, hp.target_lang):
             file = f"{name}.{lang}.gz"
@@ -251,29 +249,25 @@ class TranslationDataModule(L.LightningDataModule):
             "max_len": self.hparams.max_length,
         }
 
-    @property
-    def task_inputs(self) -> dict:
-        return {"tokenizer": self.tokenizer}
-
     def texts(self, split: str) -> tuple[list[str], list[str]]:
         """The raw (source, target) sentences of a split, as read (references for BLEU)."""
         if split not in self._text:
             self._text[split] = read_parallel(*self.split_files(split))
         return self._text[split]
 
-    # ---- Lightning hooks -----------------------------------------------------------------------------
-    def setup(self, stage: str | None = None) -> None:
+    # ---- what the loaders serve ------------------------------------------------------------------------------
+    def build_splits(self) -> None:
         self._load()
-        world, accumulate = 1, 1
-        if self.trainer is not None:
-            world, accumulate = self.trainer.world_size, self.trainer.accumulate_grad_batches
-        share = world * accumulate
-        if self.hparams.max_tokens % share:
-            raise ValueError(
-                f"data.max_tokens={self.hparams.max_tokens} (the global batch, in tokens) is not divisible by "
-                f"world_size {world} x accumulate_grad_batches {accumulate}; pick a multiple of {share}"
-            )
-        self.per_device_max_tokens = self.hparams.max_tokens // share
+
+    def loader_batch_size(self, train: bool) -> None:
+        return None  # the items are whole batches of about per_device_max_tokens tokens
+
+    def train_dataset(self) -> TokenBatches:
+        # The batches themselves are shuffled by seed and position (one item = one batch).
+        return self._dataset("train", seed=self.hparams.seed)
+
+    def eval_dataset(self, split: str) -> TokenBatches:
+        return self._dataset(split, seed=None)
 
     def _dataset(self, split: str, *, seed: int | None) -> TokenBatches:
         src, tgt = self._encoded[split]
@@ -299,23 +293,3 @@ class TranslationDataModule(L.LightningDataModule):
             src_text, tgt_text = self.texts(split)
         batches = make_batches(src_lens, tgt_lens, self.per_device_max_tokens, seed)
         return TokenBatches(src, tgt, batches, src_text, tgt_text)
-
-    def _loader(self, dataset: TokenBatches, sampler=None) -> DataLoader:
-        # batch_size=None: the items are already batches.
-        return seeded_loader(
-            dataset, sampler=sampler, batch_size=None, seed=self.hparams.seed, num_workers=self.hparams.num_workers
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        # The batches are shuffled by seed and position (one item = one batch), so that a resumed run continues
-        # exactly mid-epoch.
-        dataset = self._dataset("train", seed=self.hparams.seed)
-        return self._loader(
-            dataset, resumable_sampler(dataset, seed=self.hparams.seed, trainer=self.trainer, batch_size=1)
-        )
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self._dataset("val", seed=None))
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self._dataset("test", seed=None))

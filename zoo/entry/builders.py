@@ -19,7 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 def build_model_config(net_cfg: DictConfig, datamodule) -> DictConfig:
     """The model's config completed from the data: every field in `datamodule.model_fields` (vocab_size from a
     tokenizer, num_classes / image_size / in_channels from an image dataset, ...) that the config leaves null
-    is filled in; one that is set must agree (a vocabulary may be larger than the tokenizer's, never smaller)."""
+    is filled in; one that is set must agree (a vocabulary may be larger than the tokenizer's, never smaller).
+    `model_fields` and `task_inputs` are declared by zoo.data.ZooDataModule; a DataModule of the user's own may
+    leave them out."""
     net_cfg = net_cfg.copy()
     OmegaConf.set_struct(net_cfg, False)
     for field, value in getattr(datamodule, "model_fields", {}).items():

@@ -9,6 +9,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.data import ZooDataModule
 from zoo.entry.builders import build_loggers, task_inputs
 from zoo.entry.config_checks import check_config
 from zoo.entry.quiet import quiet
@@ -23,14 +24,6 @@ TASKS = {
 }
 TASKS["seq2seq"] = "zoo.tasks.Seq2SeqTask"
 TASKS["image_classification"] = "zoo.tasks.ImageClassificationTask"
-# The zoo DataModule each task is evaluated on, and what its data is called in an error.
-TASK_DATA = {
-    "mlm_nsp": ("zoo.data.BertPretrainingDataModule", "an MLM+NSP pretraining dataset"),
-    "sequence_classification": ("zoo.data.GlueDataModule", "a sentence-classification (GLUE) dataset"),
-    "causal_lm": ("zoo.data.LanguageModelDataModule", "a language-model text dataset"),
-    "seq2seq": ("zoo.data.TranslationDataModule", "a translation dataset"),
-    "image_classification": ("zoo.data.ImageClassificationDataModule", "an image dataset"),
-}
 SPLITS = ("val", "test")
 USAGE = "python eval.py ckpt_path=<run>/checkpoints/last.ckpt [split=val|test] [data=...]"
 
@@ -82,14 +75,26 @@ def _holds(info: dict) -> str:
 def check_data_fits(data_cfg: DictConfig, info: dict) -> None:
     """Refuse, before anything is loaded, a zoo dataset made for another task than the checkpoint's (a GPT
     evaluated on data=mnist would otherwise fail as "unexpected keyword argument 'class_names'")."""
-    target = data_cfg.get("_target_")
-    given = next((task for task, (name, _) in TASK_DATA.items() if name == target), None)
-    if given is None or given == info["task"]:
+    given = _data_class(data_cfg.get("_target_"))
+    wanted = _data_class_for(info["task"])
+    if given is None or wanted is None or given.task == wanted.task:
         return  # the right kind, or the user's own DataModule (checked by what it gives the task)
     choice = "data=<config>"
     with contextlib.suppress(Exception):
         choice = f"data={HydraConfig.get().runtime.choices['data']}"
     raise ValueError(
-        f"{_holds(info)}, {choice} is {TASK_DATA[given][1]}; evaluate it on {TASK_DATA[info['task']][1]} "
+        f"{_holds(info)}, {choice} is {given.description}; evaluate it on {wanted.description} "
         "(leave out data= to use the data recorded in the checkpoint)"
     )
+
+
+def _data_class(target) -> type[ZooDataModule] | None:
+    """The zoo DataModule a `_target_` names, by its public path (zoo.data.X) or its module's; None for any other."""
+    for name, cls in ZooDataModule.registry.items():
+        if target in (name, f"zoo.data.{cls.__name__}"):
+            return cls
+    return None
+
+
+def _data_class_for(task: str) -> type[ZooDataModule] | None:
+    return next((cls for cls in ZooDataModule.registry.values() if cls.task == task), None)

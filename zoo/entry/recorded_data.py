@@ -12,24 +12,10 @@ from __future__ import annotations
 
 import lightning as L
 
-from zoo.data import (
-    BertPretrainingDataModule,
-    GlueDataModule,
-    ImageClassificationDataModule,
-    LanguageModelDataModule,
-    TranslationDataModule,
-)
+from zoo.data import ZooDataModule
 
-KNOWN_DATAMODULES: dict[str, type[L.LightningDataModule]] = {
-    f"{cls.__module__}.{cls.__qualname__}": cls
-    for cls in (
-        LanguageModelDataModule,
-        BertPretrainingDataModule,
-        GlueDataModule,
-        ImageClassificationDataModule,
-        TranslationDataModule,
-    )
-}
+# zoo.data's DataModules by "module.QualName", as a checkpoint records them (importing zoo.data registers them all).
+KNOWN_DATAMODULES: dict[str, type[ZooDataModule]] = ZooDataModule.registry
 # Keys that make Hydra call or import something.
 INSTANTIATION_KEYS = ("_target_", "_partial_", "_args_", "_call_", "_recursive_", "_convert_")
 PLAIN = (str, int, float, bool, type(None))
