@@ -323,3 +323,28 @@ def test_a_download_without_network_names_the_url_and_zoo_data_dir(tmp_path, mon
     message = str(refused.value)
     assert url in message and "ZOO_DATA_DIR" in message and str(tmp_path / "offline" / "input.txt") in message
     assert list((tmp_path / "offline").iterdir()) == []  # no partial file left
+
+
+
+def test_a_type_error_is_the_users_only_where_zoo_or_the_config_raised_it():
+    """One-line errors are for the user's mistakes: a TypeError that zoo raises with a message (one line, also where
+    the raise spans lines) or that Hydra meets calling a configured class with a key it does not take; a TypeError
+    that Python raises inside zoo's code is a bug and keeps its traceback (user_message gives None)."""
+    from hydra.utils import instantiate
+
+    from zoo.data.batching import per_device_batch_size
+    from zoo.models.bert import BERTConfig
+    from zoo.tasks.throughput_monitor import ZooThroughputMonitor
+
+    with pytest.raises(TypeError) as raised:
+        GPT(BERTConfig())  # a one-line `raise TypeError(...)`
+    assert user_message(raised.value) == "GPT needs a GPTConfig, got BERTConfig"
+    with pytest.raises(TypeError) as raised:
+        ZooThroughputMonitor().setup(None, L.LightningModule(), "fit")  # a raise over four lines
+    assert user_message(raised.value).startswith("ZooThroughputMonitor needs a zoo task")
+    with pytest.raises(Exception) as raised:
+        instantiate({"_target_": "zoo.data.LanguageModelDataModule", "num_worker": 2})
+    assert "num_worker" in user_message(raised.value)
+    with pytest.raises(TypeError) as raised:
+        per_device_batch_size("8", None)  # Python's own TypeError inside zoo ("not all arguments converted")
+    assert user_message(raised.value) is None

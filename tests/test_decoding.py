@@ -246,3 +246,27 @@ def test_generate_restores_training_mode():
     model = tiny(dropout=0.2).train()
     model.generate(sources(1, 4), max_new_tokens=3)
     assert model.training
+
+
+@pytest.mark.parametrize("kind", ["gpt", "transformer"])
+def test_generate_restores_training_mode_when_decoding_raises(kind, monkeypatch):
+    """generate() switches to eval mode; a failure halfway (here: the decoder loop raising) hands the model back in
+    the mode it came in, never silently in eval mode (which would turn off dropout in the training that follows)."""
+    from zoo.models import GPT, GPTConfig
+    from zoo.models import gpt as gpt_module
+    from zoo.models import transformer as transformer_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("decoding failed")
+
+    if kind == "gpt":
+        model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)).train()
+        monkeypatch.setattr(gpt_module, "decode_tokens", broken)
+        call = lambda: model.generate(torch.zeros(1, 2, dtype=torch.long), max_new_tokens=3)  # noqa: E731
+    else:
+        model = tiny().train()
+        monkeypatch.setattr(transformer_module, "decode_tokens", broken)
+        call = lambda: model.generate(torch.full((1, 4), 5), max_new_tokens=3)  # noqa: E731
+    with pytest.raises(RuntimeError, match="decoding failed"):
+        call()
+    assert model.training and all(m.training for m in model.modules())

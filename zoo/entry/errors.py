@@ -33,8 +33,13 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
-# Errors whose message is written for the user. Anything else is a bug and keeps its traceback.
+# Errors whose message is written for the user. Anything else is a bug and keeps its traceback. A TypeError is the
+# user's only where zoo raises it on purpose or Hydra's instantiate hits it (a config key the class does not take):
+# Python raises it for bugs too (`None + 1`), and those must keep their traceback (`_is_users_type_error`).
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError)
+_ZOO_SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Python's words for a call whose keywords do not fit the signature: under Hydra's instantiate, a config key.
+_SIGNATURE_MISMATCH = re.compile(r"unexpected keyword argument|missing \d+ required|got multiple values for")
 
 # How to write elsewhere, in the options of the command that failed: train.py / eval.py (Hydra) by default; the
 # argparse commands (zoo-export, generate.py) name their own, since they have no hydra.run.dir.
@@ -104,9 +109,25 @@ def user_message(error: BaseException, elsewhere: str = WRITE_ELSEWHERE) -> str 
         # OmegaConf's message, without the lines of internals after it, and the key it was reading.
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         return f"{first} (in {cause.full_key})" if getattr(cause, "full_key", None) else first
+    if isinstance(cause, TypeError) and not _is_users_type_error(cause, instantiated=cause is not error):
+        return None
     if isinstance(cause, USER_ERRORS):
         return one_line(cause)
     return None
+
+
+def _is_users_type_error(error: TypeError, *, instantiated: bool) -> bool:
+    """Raised by a `raise` statement of zoo's own code (a message written for the user), or a signature mismatch
+    where Hydra instantiated a configured class (`instantiated`: a key the class does not take); not by Python inside
+    an expression of zoo's code (a bug)."""
+    if instantiated and _SIGNATURE_MISMATCH.search(str(error)):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return True  # raised and caught without a traceback: only zoo's own code does that
+    innermost = frames[-1]
+    in_zoo = os.path.abspath(innermost.filename).startswith(_ZOO_SOURCE + os.sep)
+    return in_zoo and (innermost.line or "").lstrip().startswith("raise ")
 
 
 def _in_multirun() -> bool:

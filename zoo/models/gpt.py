@@ -200,33 +200,34 @@ class GPT(ZooModel):
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         was_training = self.training
         self.eval()
-        mask = None if attention_mask is None else attention_mask.to(torch.bool)
-        cache = KVCache(self.config.n_layer) if use_cache else None
+        try:
+            mask = None if attention_mask is None else attention_mask.to(torch.bool)
+            cache = KVCache(self.config.n_layer) if use_cache else None
 
-        def next_logits(generated: torch.Tensor) -> torch.Tensor:
-            nonlocal cache
-            tokens = torch.cat([idx, generated], dim=1)
-            full_mask = None if mask is None else torch.cat([mask, mask.new_ones(generated.shape)], dim=1)
-            if cache is not None and tokens.shape[1] > block:
-                cache = None  # positions would run past the learned table: slide a window from now on
-            if cache is not None:
-                step_input = idx if generated.shape[1] == 0 else generated[:, -1:]
-                return self(step_input, attention_mask=full_mask, cache=cache)[:, -1]
-            start = max(0, tokens.shape[1] - block)
-            window_mask = None if full_mask is None else full_mask[:, start:]
-            return self(tokens[:, start:], attention_mask=window_mask)[:, -1]
+            def next_logits(generated: torch.Tensor) -> torch.Tensor:
+                nonlocal cache
+                tokens = torch.cat([idx, generated], dim=1)
+                full_mask = None if mask is None else torch.cat([mask, mask.new_ones(generated.shape)], dim=1)
+                if cache is not None and tokens.shape[1] > block:
+                    cache = None  # positions would run past the learned table: slide a window from now on
+                if cache is not None:
+                    step_input = idx if generated.shape[1] == 0 else generated[:, -1:]
+                    return self(step_input, attention_mask=full_mask, cache=cache)[:, -1]
+                start = max(0, tokens.shape[1] - block)
+                window_mask = None if full_mask is None else full_mask[:, start:]
+                return self(tokens[:, start:], attention_mask=window_mask)[:, -1]
 
-        generated = decode_tokens(
-            next_logits,
-            max_new_tokens,
-            batch_size=idx.shape[0],
-            device=idx.device,
-            eos_token_id=eos_token_id,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            generator=generator,
-        )
-        tokens = torch.cat([idx, generated], dim=1)
-        self.train(was_training)
-        return tokens
+            generated = decode_tokens(
+                next_logits,
+                max_new_tokens,
+                batch_size=idx.shape[0],
+                device=idx.device,
+                eos_token_id=eos_token_id,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                generator=generator,
+            )
+            return torch.cat([idx, generated], dim=1)
+        finally:
+            self.train(was_training)  # also when decoding raises

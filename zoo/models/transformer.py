@@ -291,46 +291,48 @@ class Transformer(ZooModel):
             raise ValueError(f"max_new_tokens must be in [0, max_len={c.max_len}], got {max_new_tokens}")
         was_training = self.training
         self.eval()
-        batch = src.shape[0]
-        if src_mask is not None and bool(src_mask.all()):
-            src_mask = None
-        if beam_size > 1:  # every input repeated once per beam, in consecutive rows
-            src = src.repeat_interleave(beam_size, dim=0)
-            src_mask = None if src_mask is None else src_mask.repeat_interleave(beam_size, dim=0)
-        memory = self.encode(src, src_mask)
-        cache = KVCache(c.n_decoder_layers) if use_cache else None
-        bos = torch.full((src.shape[0], 1), c.bos_token_id, dtype=torch.long, device=src.device)
+        try:
+            batch = src.shape[0]
+            if src_mask is not None and bool(src_mask.all()):
+                src_mask = None
+            if beam_size > 1:  # every input repeated once per beam, in consecutive rows
+                src = src.repeat_interleave(beam_size, dim=0)
+                src_mask = None if src_mask is None else src_mask.repeat_interleave(beam_size, dim=0)
+            memory = self.encode(src, src_mask)
+            cache = KVCache(c.n_decoder_layers) if use_cache else None
+            bos = torch.full((src.shape[0], 1), c.bos_token_id, dtype=torch.long, device=src.device)
 
-        def next_logits(generated: torch.Tensor) -> torch.Tensor:
-            if cache is not None:
-                step = bos if generated.shape[1] == 0 else generated[:, -1:]
-                return self.decode(step, memory, src_mask, cache=cache)[:, -1]
-            return self.decode(torch.cat([bos, generated], dim=1), memory, src_mask)[:, -1]
+            def next_logits(generated: torch.Tensor) -> torch.Tensor:
+                if cache is not None:
+                    step = bos if generated.shape[1] == 0 else generated[:, -1:]
+                    return self.decode(step, memory, src_mask, cache=cache)[:, -1]
+                return self.decode(torch.cat([bos, generated], dim=1), memory, src_mask)[:, -1]
 
-        if beam_size == 1:
-            out = decode_tokens(
-                next_logits,
-                max_new_tokens,
-                batch_size=batch,
-                device=src.device,
-                eos_token_id=c.eos_token_id,
-                temperature=0.0,
-            )
-            out = _pad_after_eos(out, c.eos_token_id, c.pad_token_id)
-        else:
-            out = beam_search(
-                next_logits,
-                max_new_tokens,
-                batch_size=batch,
-                beam_size=beam_size,
-                eos_token_id=c.eos_token_id,
-                pad_token_id=c.pad_token_id,
-                device=src.device,
-                length_penalty=length_penalty,
-                reorder=None if cache is None else cache.reorder,
-            )
-        self.train(was_training)
-        return out
+            if beam_size == 1:
+                out = decode_tokens(
+                    next_logits,
+                    max_new_tokens,
+                    batch_size=batch,
+                    device=src.device,
+                    eos_token_id=c.eos_token_id,
+                    temperature=0.0,
+                )
+                out = _pad_after_eos(out, c.eos_token_id, c.pad_token_id)
+            else:
+                out = beam_search(
+                    next_logits,
+                    max_new_tokens,
+                    batch_size=batch,
+                    beam_size=beam_size,
+                    eos_token_id=c.eos_token_id,
+                    pad_token_id=c.pad_token_id,
+                    device=src.device,
+                    length_penalty=length_penalty,
+                    reorder=None if cache is None else cache.reorder,
+                )
+            return out
+        finally:
+            self.train(was_training)  # also when decoding raises
 
 
 def _pad_after_eos(tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
