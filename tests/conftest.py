@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +101,8 @@ def pytest_sessionstart(session) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
+    if _script_server is not None:
+        _script_server.stop()
     before, after = session.config._zoo_watched_state, _watched()
     # Files that appeared or went anywhere, and any change to the user's state or the data; a source file edited
     # while the suite runs is the developer's doing, not a test's.
@@ -201,18 +208,74 @@ QUIET_SHORT_RUN = [
 ]
 
 
+class ScriptServer:
+    """The client of tests/script_server.py: runs an entry script in a child forked from a process that has
+    imported torch and Lightning already (why, and what differs from a fresh interpreter: that file's docstring)."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="zoo-script-server-"))
+        self.socket_path = str(self.folder / "socket")
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "script_server.py"), self.socket_path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"tests/script_server.py did not start (exit {self.process.wait()})")
+        self.runs = 0
+
+    def _send(self, request: dict) -> dict:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(self.socket_path)
+            conn.sendall(json.dumps(request).encode())
+            conn.shutdown(socket.SHUT_WR)
+            reply = b"".join(iter(lambda: conn.recv(65536), b""))
+        return json.loads(reply) if reply else {}
+
+    def run(self, argv: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        self.runs += 1
+        files = {name: str(self.folder / f"{self.runs}.{name}") for name in ("stdout", "stderr", "status")}
+        pid = self._send({"argv": argv, "cwd": str(cwd), "env": env, **files})["pid"]
+        status, deadline = Path(files["status"]), time.monotonic() + timeout
+        while not status.exists():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tests/script_server.py ended (exit {self.process.returncode})")
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired([sys.executable, *argv], timeout)
+            time.sleep(0.01)
+        out, err = (Path(files[name]).read_text(errors="replace") for name in ("stdout", "stderr"))
+        return subprocess.CompletedProcess([sys.executable, *argv], int(status.read_text()), out, err)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._send({"stop": True})
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        if self.process.poll() is None:
+            self.process.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_script_server: ScriptServer | None = None
+
+
 def run_script(script: str, *args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 600):
     """Run one of the top-level scripts like a user would, from the test's start directory unless `cwd` is given;
-    returns the CompletedProcess."""
+    returns the CompletedProcess. The process is forked from tests/script_server.py, which has the heavy imports
+    done; ZOO_TEST_SCRIPT_SERVER=0 starts a fresh interpreter for every run instead."""
+    global _script_server
     full_env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})}
-    return subprocess.run(
-        [sys.executable, str(ROOT / script), *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    argv = [str(ROOT / script), *args]
+    if os.environ.get("ZOO_TEST_SCRIPT_SERVER", "1") == "0":
+        return subprocess.run(
+            [sys.executable, *argv], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+        )
+    if _script_server is None:
+        _script_server = ScriptServer()
+    return _script_server.run(argv, cwd=Path(cwd or os.getcwd()), env=full_env, timeout=timeout)
+
 
 
 def assert_ok(result) -> None:
