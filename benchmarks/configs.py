@@ -1,7 +1,9 @@
 """The benchmark configurations of issue 7: for each, zoo's model and the peers, same sizes, same loss.
 
-Each builder returns (workloads, flops_per_step, items_per_step, unit). FLOPs are the model's (6 per parameter
-per token for forward + backward, plus attention), identical for every implementation of a configuration.
+Each builder takes its sizes (`sizes(name)`; a *_SIZE dict below by default) and returns (workloads,
+flops_per_step, items_per_step, unit). FLOPs are the model's (6 per parameter per token for forward + backward, plus
+attention), identical for every implementation of a configuration. `sizes(name, tiny=True)` swaps every
+configuration for a tiny one (TINY_SIZES): a check that every row runs, not a measurement.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ GPT_SIZE = dict(vocab=8192, layers=4, heads=4, d=256, seq=256, batch=8)
 GPT2_SIZE = dict(vocab=50257, layers=12, heads=12, d=768, seq=1024, batch=8)
 
 
-def _hf_gpt2(impl: str, s: dict = GPT_SIZE):
+def _hf_gpt2(impl: str, s: dict):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
@@ -47,7 +49,7 @@ def _hf_gpt2(impl: str, s: dict = GPT_SIZE):
     return GPT2LMHeadModel(config)
 
 
-def _zoo_gpt(s: dict = GPT_SIZE, **overrides) -> GPT:
+def _zoo_gpt(s: dict, **overrides) -> GPT:
     return GPT(
         GPTConfig(
             vocab_size=s["vocab"],
@@ -84,20 +86,21 @@ def gpt(s: dict = GPT_SIZE, peers=("sdpa", "eager")):
     return workloads, flops, tokens, "tokens"
 
 
-def gpt2():
+def gpt2(s: dict = GPT2_SIZE):
     """GPT-2 124M at its full context against HF's SDPA model: the configuration to run on a GPU in bf16."""
-    return gpt(GPT2_SIZE, peers=("sdpa",))
+    return gpt(s, peers=("sdpa",))
 
 
 # ---- generation ----------------------------------------------------------------------------------------
 GENERATION = dict(prompt=16, new_tokens=240)
 
 
-def generation_models():
-    """(name, model, generate(model, prompt) -> ids) for zoo and HF's generate with its KV cache, greedy."""
-    n = GENERATION["new_tokens"]
-    zoo = _zoo_gpt().eval()
-    hf = _hf_gpt2("sdpa").eval()
+def generation_models(s: dict = GENERATION, gpt_sizes: dict = GPT_SIZE):
+    """(name, model, generate(model, prompt) -> ids) for zoo and HF's generate with its KV cache, greedy: `s` the
+    lengths (GENERATION), `gpt_sizes` the model's (GPT_SIZE)."""
+    n = s["new_tokens"]
+    zoo = _zoo_gpt(gpt_sizes).eval()
+    hf = _hf_gpt2("sdpa", gpt_sizes).eval()
     hf.load_state_dict(_zoo_weights_as_hf(zoo))
 
     def zoo_generate(model, prompt):
@@ -129,12 +132,10 @@ def _zoo_weights_as_hf(model: GPT) -> dict:
 BERT_SIZE = dict(vocab=30522, layers=4, hidden=256, heads=4, ff=1024, seq=128, batch=16, mlm=0.15)
 
 
-def bert():
+def bert(s: dict = BERT_SIZE):
     from transformers import BertConfig, BertForPreTraining
 
     from zoo.models import BERT, BERTConfig
-
-    s = BERT_SIZE
 
     def batch():
         generator = torch.Generator().manual_seed(0)
@@ -204,15 +205,13 @@ def bert():
 VIT_SIZE = dict(image=32, patch=4, dim=192, depth=6, heads=3, mlp=768, classes=10, batch=64)
 
 
-def vit():
+def vit(s: dict = VIT_SIZE):
     import timm.models.vision_transformer as timm_vit
     import torchvision
     from transformers import ViTConfig as HFViTConfig
     from transformers import ViTForImageClassification
 
     from zoo.models import ViT, ViTConfig
-
-    s = VIT_SIZE
 
     def batch():
         generator = torch.Generator().manual_seed(0)
@@ -297,9 +296,9 @@ MT_SIZE = dict(vocab=8000, d=256, heads=4, layers=3, ff=1024, src=32, tgt=32, ba
 class TorchTransformerMT(torch.nn.Module):
     """torch.nn.Transformer with the same embeddings and tied output as zoo's: the peer users build themselves."""
 
-    def __init__(self) -> None:
+    def __init__(self, s: dict = MT_SIZE) -> None:
         super().__init__()
-        s = MT_SIZE
+        self.s = s
         self.emb = torch.nn.Embedding(s["vocab"], s["d"])
         position = torch.arange(64, dtype=torch.float32)[:, None]
         rate = torch.exp(torch.arange(0, s["d"], 2, dtype=torch.float32) * (-torch.log(torch.tensor(1e4)) / s["d"]))
@@ -317,7 +316,7 @@ class TorchTransformerMT(torch.nn.Module):
         )
 
     def embed(self, ids):
-        return self.emb(ids) * MT_SIZE["d"] ** 0.5 + self.positions[: ids.shape[1]]
+        return self.emb(ids) * self.s["d"] ** 0.5 + self.positions[: ids.shape[1]]
 
     def forward(self, src, tgt):
         causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device)
@@ -325,12 +324,10 @@ class TorchTransformerMT(torch.nn.Module):
         return hidden @ self.emb.weight.t()
 
 
-def transformer():
+def transformer(s: dict = MT_SIZE):
     from transformers import MarianConfig, MarianMTModel
 
     from zoo.models import Transformer, TransformerConfig
-
-    s = MT_SIZE
 
     def batch():
         generator = torch.Generator().manual_seed(0)
@@ -398,7 +395,7 @@ def transformer():
 
     workloads = [
         Workload("zoo", zoo, batch, zoo_loss, logits_zoo),
-        Workload("torch-nn-transformer", TorchTransformerMT, batch, torch_loss, logits_torch),
+        Workload("torch-nn-transformer", lambda: TorchTransformerMT(s), batch, torch_loss, logits_torch),
         Workload("hf-marian", marian, batch, marian_loss, logits_marian),
     ]
     src_tokens, tgt_tokens = s["batch"] * s["src"], s["batch"] * s["tgt"]
@@ -419,3 +416,23 @@ def transformer():
 
 CONFIGS = {"gpt": gpt, "bert": bert, "vit": vit, "transformer": transformer}
 OPT_IN_CONFIGS = {"gpt2": gpt2}
+SIZES = dict(gpt=GPT_SIZE, gpt2=GPT2_SIZE, generation=GENERATION, bert=BERT_SIZE, vit=VIT_SIZE, transformer=MT_SIZE)
+
+# ---- tiny sizes --------------------------------------------------------------------------------------------
+# Every configuration at a size that takes milliseconds a step on a CPU (`--tiny` of benchmarks.run and
+# benchmarks.profile): the same builders, peers, losses and code paths, so a check that every row runs. Timings
+# and MFU at these sizes are dominated by overheads and mean nothing. Generation's prompt + new tokens fit in the
+# tiny GPT's context, as the default's fill GPT_SIZE's.
+TINY_SIZES = dict(
+    gpt=dict(vocab=128, layers=2, heads=2, d=32, seq=32, batch=2),
+    gpt2=dict(vocab=128, layers=1, heads=2, d=32, seq=32, batch=2),
+    generation=dict(prompt=8, new_tokens=16),
+    bert=dict(vocab=128, layers=2, hidden=32, heads=2, ff=64, seq=32, batch=4, mlm=0.15),
+    vit=dict(image=16, patch=4, dim=48, depth=2, heads=2, mlp=96, classes=10, batch=4),
+    transformer=dict(vocab=128, d=32, heads=2, layers=1, ff=64, src=16, tgt=16, batch=2),
+)
+
+
+def sizes(name: str, tiny: bool = False) -> dict:
+    """The sizes configuration `name` (a key of CONFIGS, OPT_IN_CONFIGS, or "generation") runs at."""
+    return (TINY_SIZES if tiny else SIZES)[name]

@@ -23,6 +23,20 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@contextlib.contextmanager
+def intra_op_threads(n: int | None):
+    """torch's intra-op threads set to `n` inside the block (None: left as they are), restored after it."""
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def autocast(device: torch.device, dtype: torch.dtype):
     if dtype == torch.float32:
         return contextlib.nullcontext()

@@ -1,10 +1,11 @@
-"""Where a benchmark step goes: python -m benchmarks.profile vit [--impls zoo,timm] [--dtype fp32] [--ops 15]
+"""Where a benchmark step goes: python -m benchmarks.profile vit [--impls zoo,timm] [--dtype fp32] [--ops 15] [--tiny]
 
 For each implementation of one configuration (benchmarks/configs.py): the median time of the forward (with the
 loss), the backward and the optimizer step, measured interleaved as benchmarks.run measures; then, with --ops,
 torch.profiler's heaviest operators, and with --shapes the matmuls grouped by input shape (two implementations
 that call the same GEMMs differ in what is left). The process keeps freed memory as train.py and the benchmark
-do (zoo.entry.allocator); without that, page faults on fresh allocations dominate what a profile shows.
+do (zoo.entry.allocator); without that, page faults on fresh allocations dominate what a profile shows. `--tiny`
+runs the configuration at tiny sizes (configs.TINY_SIZES) on one thread: a check that it runs, not a measurement.
 
 On an x86 machine `ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2` makes torch,
 oneDNN and MKL take their AVX2 code paths: an approximation of an AVX2-only CPU, not a substitute for one.
@@ -20,8 +21,8 @@ import torch
 
 from zoo.entry.allocator import keep_freed_memory
 
-from .configs import CONFIGS
-from .harness import Prepared, autocast, prepare
+from .configs import CONFIGS, sizes
+from .harness import Prepared, autocast, intra_op_threads, prepare
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
@@ -36,6 +37,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--ops", type=int, default=0, help="print the N heaviest operators of 5 profiled steps")
     p.add_argument("--shapes", action="store_true", help="print the matmuls of 5 profiled steps by input shape")
+    p.add_argument(
+        "--tiny", action="store_true", help="tiny model sizes: a check that every row runs, not a measurement"
+    )
     return p.parse_args(argv)
 
 
@@ -61,8 +65,13 @@ def profiled(p: Prepared, dtype: torch.dtype, steps: int = 5, record_shapes: boo
 
 def main(argv=None) -> dict[str, tuple[float, float, float]]:
     args = parse_args(argv)
+    with intra_op_threads(1 if args.tiny else None):  # as benchmarks.run's --tiny
+        return measure(args)
+
+
+def measure(args) -> dict[str, tuple[float, float, float]]:
     keep_freed_memory()
-    workloads = CONFIGS[args.config]()[0]
+    workloads = CONFIGS[args.config](sizes(args.config, args.tiny))[0]
     names = [w.name for w in workloads]
     chosen = names if args.impls is None else args.impls.split(",")
     unknown = sorted(set(chosen) - set(names))

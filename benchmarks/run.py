@@ -1,5 +1,5 @@
 """Run the benchmarks: python -m benchmarks.run [--configs gpt,generation] [--dtypes fp32,bf16] [--steps N]
-[--activation-checkpointing]
+[--activation-checkpointing] [--smoke] [--tiny]
 
 Prints a table and writes JSON. Rows of one configuration and dtype are measured interleaved in this process;
 `ratio` is a row's median train-step time over the fastest peer's (below 1.0: zoo is faster).
@@ -8,7 +8,8 @@ Opt-in: `--configs gpt2 --dtypes bf16` (GPT-2 124M at 1024 tokens against HF; me
 Defaults fit in about 15 minutes on a 2-core x86 CPU: bf16 only where the machine computes it natively
 (benchmarks.native), and fewer timed steps where the measured fp32 matmul peak is low (`auto_steps`). MFU is
 measured against the sustained matmul rate, probed before and after the rows (the better reading counts); a row
-above it is flagged, not hidden.
+above it is flagged, not hidden. `--smoke` runs one step per row at the real sizes; `--smoke --tiny` runs every
+row at tiny sizes (configs.TINY_SIZES), on one thread, in seconds: a check that everything runs, not a measurement.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import torch
 from zoo.entry.allocator import keep_freed_memory
 from zoo.tasks.throughput import measure_matmul_peak
 
-from .configs import CONFIGS, GENERATION, OPT_IN_CONFIGS, generation_models
-from .harness import Workload, autocast, median, run_interleaved
+from .configs import CONFIGS, OPT_IN_CONFIGS, generation_models, sizes
+from .harness import Workload, autocast, intra_op_threads, median, run_interleaved
 from .native import default_dtypes
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -58,6 +59,9 @@ def parse_args(argv=None):
         help="add a zoo-ckpt row: zoo's model with activation checkpointing (its activation and peak MB against zoo's)",
     )
     p.add_argument("--smoke", action="store_true", help="one step per row (a check that everything runs)")
+    p.add_argument(
+        "--tiny", action="store_true", help="tiny model sizes: a check that every row runs, not a measurement"
+    )
     return p.parse_args(argv)
 
 
@@ -82,7 +86,7 @@ def with_checkpointed_zoo(workloads: list[Workload]) -> list[Workload]:
 
 
 def bench_training(name, dtype_name, device, args) -> list[dict]:
-    workloads, flops, items, unit = {**CONFIGS, **OPT_IN_CONFIGS}[name]()
+    workloads, flops, items, unit = {**CONFIGS, **OPT_IN_CONFIGS}[name](sizes(name, args.tiny))
     if args.activation_checkpointing:
         workloads = with_checkpointed_zoo(workloads)
     if args.compile:
@@ -115,11 +119,12 @@ def bench_training(name, dtype_name, device, args) -> list[dict]:
 @torch.no_grad()
 def bench_generation(dtype_name, device, args) -> list[dict]:
     dtype = DTYPES[dtype_name]
-    models = [(n, m.to(device), g) for n, m, g in generation_models()]
+    lengths, gpt_sizes = sizes("generation", args.tiny), sizes("gpt", args.tiny)
+    models = [(n, m.to(device), g) for n, m, g in generation_models(lengths, gpt_sizes)]
     rows = []
     for batch in (1, 8):
         torch.manual_seed(0)
-        prompt = torch.randint(0, 8192, (batch, GENERATION["prompt"]), device=device)
+        prompt = torch.randint(0, gpt_sizes["vocab"], (batch, lengths["prompt"]), device=device)
         times = {n: [] for n, _, _ in models}
         outputs = {}
         rounds = 1 if args.smoke else args.rounds
@@ -131,7 +136,7 @@ def bench_generation(dtype_name, device, args) -> list[dict]:
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     times[name].append(time.perf_counter() - start)
-        new = GENERATION["new_tokens"] * batch
+        new = lengths["new_tokens"] * batch
         hf_rate = new / median(times["hf"])
         for name in times:
             rate = new / median(times[name])
@@ -160,13 +165,20 @@ def auto_steps(device: torch.device, fp32_peak: float) -> int:
     return max(2, min(5, round(5 * fp32_peak / REFERENCE_PEAK)))
 
 
-def probe(device: torch.device, dtypes: list[str], smoke: bool) -> dict:
-    budget = 0.5 if smoke else 8.0
+def probe(device: torch.device, dtypes: list[str], args) -> dict:
+    budget = 0.1 if args.tiny else 0.5 if args.smoke else 8.0  # tiny: the smallest size, a few repeats
     return {d: measure_matmul_peak(device, DTYPES[d], budget_seconds=budget) for d in dtypes}
 
 
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
+    # Tiny sizes run on one intra-op thread: their ops gain nothing from a second one, and on a busy machine each op
+    # would wait for it to be scheduled (rows took seconds instead of milliseconds).
+    with intra_op_threads(1 if args.tiny else None):
+        return benchmark(args)
+
+
+def benchmark(args) -> list[dict]:
     started = time.perf_counter()
     # Process-wide, so every implementation gets it: freed activations stay mapped (no page faults per step),
     # as zoo's train.py runs.
@@ -175,7 +187,9 @@ def main(argv=None) -> list[dict]:
     notes = []
     if args.dtypes == "auto":
         dtypes, notes = default_dtypes(device)
-    before = probe(device, dtypes, args.smoke)
+    if args.tiny:
+        notes.append("tiny model sizes (--tiny): a check that every row runs, not a measurement")
+    before = probe(device, dtypes, args)
     if args.smoke:
         args.steps, args.warmup, args.rounds = 1, 1, 1
     elif args.steps is None:
@@ -196,7 +210,7 @@ def main(argv=None) -> list[dict]:
             else:
                 rows += bench_training(name, d, device, args)
     # A second probe after the rows: a reading taken while the machine was busy elsewhere counts less.
-    after = probe(device, dtypes, args.smoke)
+    after = probe(device, dtypes, args)
     peaks = {d: max(before[d], after[d], key=lambda p: p.flops) for d in dtypes}
     for r in rows:
         if "achieved_gflops" in r:
@@ -217,7 +231,7 @@ def main(argv=None) -> list[dict]:
         kept_freed_memory=allocator,
         wall_s=time.perf_counter() - started,
     )
-    print_table(rows, meta)
+    print_table(rows, meta, sizes("generation", args.tiny)["new_tokens"])
     with open(args.json, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2)
     return rows
@@ -249,7 +263,7 @@ def machine_name() -> str:
         return platform.processor() or platform.machine()
 
 
-def print_table(rows, meta) -> None:
+def print_table(rows, meta, new_tokens: int) -> None:
     print(
         f"# {meta['date']} {meta['device']} ({meta['machine']}, {meta['threads']} threads), torch {meta['torch']}; "
         "matmul peak "
@@ -274,7 +288,9 @@ def print_table(rows, meta) -> None:
         print("* above the measured matmul peak: the probe under-read this machine (busy?), so this MFU means nothing")
     generation = [r for r in rows if "total_ms" in r]
     if generation:
-        print("\n| generation | dtype | impl | ms for 240 new tokens | tokens/s | vs HF | same tokens as zoo |")
+        print(
+            f"\n| generation | dtype | impl | ms for {new_tokens} new tokens | tokens/s | vs HF | same tokens as zoo |"
+        )
         print("|---|---|---|---|---|---|---|")
         for r in generation:
             print(
