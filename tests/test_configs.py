@@ -131,8 +131,14 @@ def test_callback_configs(callbacks, tmp_path):
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
-def test_experiment_configs(experiment, tmp_path):
-    cfg = compose_train(tmp_path, [f"experiment={experiment}"])
+def test_experiment_configs(experiment, tmp_path, shakespeare_path):
+    overrides = [f"experiment={experiment}"]
+    if experiment == "gpt2_finetune":  # model.pretrained is required: a tiny GPT-2 directory made here
+        from test_pretrained_runs import tiny_gpt2
+
+        tiny_gpt2(tmp_path / "gpt2", shakespeare_path.read_text(encoding="utf-8")[:30_000], n_positions=256)
+        overrides.append(f"model.pretrained={tmp_path / 'gpt2'}")
+    cfg = compose_train(tmp_path, overrides)
     assert cfg.task_name == experiment
     datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
     net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule))

@@ -7,14 +7,18 @@ import json
 from pathlib import Path
 
 import numpy as np
+from lightning.pytorch.utilities import rank_zero_info
 
 from .atomic import atomic_write
 from .base import ZooDataModule
 from .text import read_text_file
-from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
+from .tokenizer import BPETokenizer, CharTokenizer, load_tokenizer, published_tokenizer_files, tokenizer_from_json
 from .windows import DisjointWindows, RandomWindows
 
-TOKENIZERS = ("char", "bpe")
+TOKENIZERS = ("char", "bpe")  # trained here on the training text; anything else is a path to a tokenizer
+TOKENIZER_PATHS = (
+    "a tokenizer.json, a directory holding tokenizer.json or vocab.json + merges.txt, or a zoo checkpoint (.ckpt)"
+)
 
 
 class TokenWindowsDataModule(ZooDataModule):
@@ -49,6 +53,13 @@ class LanguageModelDataModule(TokenWindowsDataModule):
     `val_files`, the concatenated text is split by position: the first (1 - val_fraction) for training, the
     rest for validation (nanoGPT's 90/10). The test split is the validation split evaluated in full.
 
+    The tokenizer: `char` or `bpe` (`bpe_vocab_size` tokens), trained on the text, or a path to a published one
+    (a tokenizer.json, a directory holding tokenizer.json or vocab.json + merges.txt) or to a zoo checkpoint
+    (.ckpt), whose stored tokenizer is used. `pretrained` (the configs make it follow `model.pretrained`): a
+    pretrained model (a Hugging Face directory or a zoo .ckpt) whose own tokenizer replaces a `char` or `bpe` one,
+    since a tokenizer trained here could never give the model's ids; a path in `tokenizer` still wins. Encoded
+    splits are cached by text, tokenizer and options (a published tokenizer by a hash of its JSON).
+
     `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
     """
 
@@ -60,6 +71,7 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         text_files: list[str] | None = None,
         val_files: list[str] | None = None,
         tokenizer: str = "char",
+        pretrained: str | None = None,
         bpe_vocab_size: int = 2048,
         block_size: int = 64,
         batch_size: int = 12,
@@ -68,8 +80,11 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         **shared,
     ) -> None:
         super().__init__(**shared)
-        if tokenizer not in TOKENIZERS:
-            raise ValueError(f"unknown tokenizer '{tokenizer}'; choose one of {', '.join(TOKENIZERS)}")
+        if tokenizer not in TOKENIZERS and not Path(tokenizer).exists():
+            raise ValueError(
+                f"unknown tokenizer '{tokenizer}': give {' or '.join(TOKENIZERS)} (trained on the text), or the path "
+                f"of {TOKENIZER_PATHS}; {Path(tokenizer).resolve()} does not exist"
+            )
         if (dataset is None) == (text_files is None):
             raise ValueError("give exactly one of data.dataset (a named dataset) or data.text_files (your own files)")
         if val_files is not None and text_files is None:
@@ -79,9 +94,10 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         if block_size <= 0 or batch_size <= 0:
             raise ValueError(f"block_size ({block_size}) and batch_size ({batch_size}) must be positive")
         self._tokenizer = None
+        self._given_tokenizer = None  # a published or stored tokenizer, read once
         self._splits: dict[str, np.ndarray] = {}
 
-    # ---- text and cache ----------------------------------------------------------------------------
+    # ---- text ------------------------------------------------------------------------------------------------
     def _files(self) -> tuple[list[Path], list[Path] | None]:
         hp = self.hparams
         if hp.dataset is not None:
@@ -101,6 +117,41 @@ class LanguageModelDataModule(TokenWindowsDataModule):
             key = f"dataset '{self.hparams.dataset}'"
         return "\n".join(read_text_file(p, key) for p in paths)
 
+    # ---- a tokenizer that is given, not trained ----------------------------------------------------------------
+    def _tokenizer_source(self) -> str | None:
+        """The path the tokenizer is read from: `tokenizer` when it is one, else the pretrained model's when there
+        is one; None for a tokenizer trained on the text."""
+        hp = self.hparams
+        if hp.tokenizer not in TOKENIZERS:
+            return hp.tokenizer
+        return hp.pretrained
+
+    def _given(self):
+        """The tokenizer read from `_tokenizer_source()`, once."""
+        if self._given_tokenizer is not None:
+            return self._given_tokenizer
+        hp = self.hparams
+        if hp.tokenizer not in TOKENIZERS:
+            try:
+                self._given_tokenizer = load_tokenizer(hp.tokenizer)
+            except (ValueError, FileNotFoundError) as error:
+                raise type(error)(f"data.tokenizer={hp.tokenizer}: {error}") from None
+            return self._given_tokenizer
+        path = Path(hp.pretrained)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"pretrained model not found: {path.resolve()}; check model.pretrained (data.pretrained follows it)"
+            )
+        if path.is_dir() and not published_tokenizer_files(path):
+            raise FileNotFoundError(
+                f"the pretrained model {path} holds no tokenizer (no tokenizer.json, nor vocab.json + merges.txt); "
+                "give the model's tokenizer with data.tokenizer=<its tokenizer.json or directory>"
+            )
+        self._given_tokenizer = load_tokenizer(path)
+        rank_zero_info(f"tokenizer of {path} (data.pretrained), not a {hp.tokenizer} tokenizer trained on the text")
+        return self._given_tokenizer
+
+    # ---- text and cache --------------------------------------------------------------------------------------
     def _cache_key(self, train: list[Path], val: list[Path] | None) -> str:
         hp = self.hparams
         digest = hashlib.sha256()
@@ -108,13 +159,18 @@ class LanguageModelDataModule(TokenWindowsDataModule):
             digest.update(path.name.encode())
             if path.is_file():
                 digest.update(path.read_bytes())
-        digest.update(json.dumps([hp.tokenizer, hp.bpe_vocab_size, hp.val_fraction]).encode())
+        if self._tokenizer_source() is None:
+            digest.update(json.dumps([hp.tokenizer, hp.bpe_vocab_size, hp.val_fraction]).encode())
+        else:  # the tokenizer's identity: its whole JSON (vocabulary, merges, normalization, special tokens)
+            identity = hashlib.sha256(self._given().to_json().encode()).hexdigest()
+            digest.update(json.dumps(["given", identity, hp.val_fraction]).encode())
         return digest.hexdigest()[:16]
 
     def _cache_folder(self) -> Path:
         train, val = self._files()
         name = self.hparams.dataset or train[0].stem
-        return self.cache_dir / f"{name}-{self.hparams.tokenizer}-{self._cache_key(train, val)}"
+        kind = self.hparams.tokenizer if self._tokenizer_source() is None else "given"
+        return self.cache_dir / f"{name}-{kind}-{self._cache_key(train, val)}"
 
     def prepare_data(self) -> None:
         """Train the tokenizer and encode the splits once; later runs reuse the cached files."""
@@ -128,7 +184,9 @@ class LanguageModelDataModule(TokenWindowsDataModule):
             train_text, val_text = text[:cut], text[cut:]
         else:
             train_text, val_text = text, self._read(val_files, "data.val_files")
-        if self.hparams.tokenizer == "char":
+        if self._tokenizer_source() is not None:
+            tokenizer = self._given()
+        elif self.hparams.tokenizer == "char":
             tokenizer = CharTokenizer.train(train_text + val_text)
         else:
             tokenizer = BPETokenizer.train(train_text, self.hparams.bpe_vocab_size)

@@ -129,6 +129,34 @@ def load_published_tokenizer(path: str | Path) -> BPETokenizer:
     )
 
 
+def published_tokenizer_files(directory: str | Path) -> bool:
+    """Whether a directory holds a published tokenizer that `load_published_tokenizer` reads."""
+    directory = Path(directory)
+    return (directory / "tokenizer.json").is_file() or (
+        (directory / "vocab.json").is_file() and (directory / "merges.txt").is_file()
+    )
+
+
+def tokenizer_from_checkpoint(path: str | Path):
+    """The tokenizer a zoo checkpoint (.ckpt) stores in its "zoo" section, whatever its kind."""
+    from zoo.core.weights_file import torch_load_weights  # torch only here, when a checkpoint is read
+
+    checkpoint = torch_load_weights(path)
+    stored = checkpoint.get("zoo", {}).get("tokenizer") if isinstance(checkpoint, dict) else None
+    if stored is None:
+        raise ValueError(f"{path} stores no tokenizer; it is not a zoo checkpoint of a model of text")
+    return tokenizer_from_json(stored)
+
+
+def load_tokenizer(path: str | Path):
+    """The tokenizer of a file or directory: a zoo checkpoint's (.ckpt), else a published one (tokenizer.json, or
+    a directory holding it or vocab.json + merges.txt)."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".ckpt":
+        return tokenizer_from_checkpoint(path)
+    return load_published_tokenizer(path)
+
+
 def tokenizer_from_json(data: str):
     spec = json.loads(data)
     if spec.get("kind") == "char":

@@ -12,6 +12,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, RichModelSummary, R
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.model_summary import get_formatted_model_size, get_human_readable_count
 from omegaconf import DictConfig, OmegaConf
 
@@ -36,6 +37,31 @@ def build_model_config(net_cfg: DictConfig, datamodule) -> DictConfig:
         elif field != "vocab_size" and given != value:
             raise ValueError(f"model.net.{field}={given} does not match the data, which has {field}={value}")
     return net_cfg
+
+
+def resumed_configs(cfg: DictConfig, ckpt_path) -> tuple[DictConfig, DictConfig, dict]:
+    """The data and model configs of a run that resumes from `ckpt_path`, and the options it overrides.
+
+    The checkpoint holds the network, so the task options that say how the network was first made (the task's
+    `not_rebuilt`, e.g. model.pretrained) are not applied again: their source becomes the checkpoint itself, for the
+    task (the architecture; the weights are Lightning's to restore) and for a data option that follows them (the
+    tokenizer the checkpoint stores), and a pretrained model that was moved or deleted is not read. Returns (data
+    config, model config, {option: the value given}), the configs resolved; the task records the given values again
+    as its hyper-parameters."""
+    data_cfg, model_cfg = cfg.data, cfg.model
+    target = OmegaConf.select(cfg, "model._target_", default=None)
+    keys = getattr(hydra.utils.get_object(target), "not_rebuilt", ()) if target else ()
+    given = {k: model_cfg.get(k) for k in keys if model_cfg.get(k) is not None}
+    if not given:
+        return data_cfg, model_cfg, {}
+    data_cfg = OmegaConf.create(OmegaConf.to_container(cfg.data, resolve=True))
+    model_cfg = OmegaConf.create(OmegaConf.to_container(cfg.model, resolve=True))
+    for key, value in given.items():
+        model_cfg[key] = str(ckpt_path)
+        if data_cfg.get(key) == value:
+            data_cfg[key] = str(ckpt_path)
+        rank_zero_info(f"model.{key}={value} is not read again: a resumed run takes its network from {ckpt_path}")
+    return data_cfg, model_cfg, given
 
 
 def task_inputs(datamodule) -> dict:

@@ -114,7 +114,19 @@ def check_metric_is_logged(cfg: DictConfig) -> None:
         )
 
 
+def check_required(cfg: DictConfig) -> None:
+    """The keys a config lists under `required` (e.g. experiment=gpt2_finetune: model.pretrained) must be given. A
+    config cannot mark such a key ??? when another config it builds on sets it first (model=gpt sets
+    model.pretrained: null), since OmegaConf keeps an existing value over ???."""
+    for key in cfg.get("required") or ():
+        if OmegaConf.select(cfg, key, default=None) is None:
+            raise ValueError(
+                f"{key} has no value, and {cfg.get('task_name')} needs one; give it on the command line: {key}=..."
+            )
+
+
 def check_config(cfg: DictConfig) -> None:
+    check_required(cfg)
     _integer(cfg, "seed")
     for key, minimum in TRAINER_INTEGERS.items():
         _integer(cfg, f"trainer.{key}", minimum=minimum)

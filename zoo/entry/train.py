@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
-from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, task_inputs
+from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, resumed_configs, task_inputs
 from zoo.entry.config_checks import check_config
 from zoo.entry.phase_times import PhaseTimes, mark_job_start
 from zoo.entry.quiet import quiet, start_run_log
@@ -59,16 +59,20 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     hydra_ddp.install()
     keep_freed_memory()  # no page faults for re-allocated activations at every step
 
-    datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
+    # A resumed run's network comes from its checkpoint, never again from model.pretrained (resumed_configs).
+    data_cfg, model_cfg, given = resumed_configs(cfg, ckpt_path) if ckpt_path else (cfg.data, cfg.model, {})
+    datamodule = hydra.utils.instantiate(data_cfg, _convert_="all")
     # _convert_="all": plain lists and dicts, never OmegaConf containers, reach the objects (and their checkpoints,
     # which must load with weights_only=True).
-    net = hydra.utils.instantiate(build_model_config(cfg.model.net, datamodule), _convert_="all")
+    net = hydra.utils.instantiate(build_model_config(model_cfg.net, datamodule), _convert_="all")
     if cfg.get("lab_measure") is not None:  # a lab job that times/measures the model instead of training it
         from zoo.lab.measure import measure
 
         start_run(cfg)
         return _result(cfg, *measure(cfg.lab_measure, net, datamodule))
-    task = hydra.utils.instantiate(cfg.model, net=net, **task_inputs(datamodule), _convert_="all")
+    task = hydra.utils.instantiate(model_cfg, net=net, **task_inputs(datamodule), _convert_="all")
+    task.hparams.update(given)  # what the run was given (e.g. the pretrained model it started from), as recorded
+    net = task.net  # a task that starts from a pretrained model builds its own network
     loggers += build_loggers(cfg.get("logger"))
     callbacks = build_callbacks(cfg.get("callbacks"), has_logger=bool(loggers))
     # The configured summary callback prints the summary; Lightning would add its default one unless told not to,

@@ -25,6 +25,9 @@ class ZooModel(ZooHubMixin, nn.Module):
         if not isinstance(config, self.config_class):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}")
         self.config = config
+        # The config fields given to `from_preset` (not None): what a config asked for beyond the preset. A task that
+        # starts from a pretrained model refuses those that disagree with it (zoo.tasks.pretrained).
+        self.config_overrides: dict[str, Any] = {}
 
     @classmethod
     def preset_names(cls) -> list[str]:
@@ -55,7 +58,9 @@ class ZooModel(ZooHubMixin, nn.Module):
     @classmethod
     def from_preset(cls, name: str, **overrides):
         """Build a model from a named preset, e.g. `GPT.from_preset("gpt2", dropout=0.1)`."""
-        return cls(cls.make_config(name, **overrides))
+        model = cls(cls.make_config(name, **overrides))
+        model.config_overrides = {k: v for k, v in overrides.items() if v is not None}
+        return model
 
     @classmethod
     def from_config_dict(cls, config: dict[str, Any]):

@@ -1,4 +1,8 @@
-"""Causal language modelling (GPT): next-token cross-entropy, perplexity and samples."""
+"""Causal language modelling (GPT): next-token cross-entropy, perplexity and samples.
+
+The network starts from scratch, or from a pretrained GPT (`pretrained`): a Hugging Face GPT-2 directory or a zoo
+checkpoint (.ckpt) of a causal LM, whose architecture, positions and vocabulary win over `net`'s (zoo.tasks.pretrained).
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,26 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
-from zoo.models import ZooModel
+from zoo.models import GPT, ZooModel
 
 from .base import ZooTask
+from .pretrained import check_architecture, check_tokenizer, load_pretrained, rebuilt, run_options
 from .text_logging import log_text
+
+PRETRAINED_FORMATS = (
+    "a Hugging Face GPT-2 directory (config.json + model.safetensors or pytorch_model.bin) or a zoo checkpoint "
+    "(.ckpt) of a GPT"
+)
 
 
 class CausalLMTask(ZooTask):
     task_name = "causal_lm"
+    # A rebuilt task takes its network from the checkpoint, not again from the pretrained model.
+    not_rebuilt = ("pretrained",)
 
     def __init__(
         self,
@@ -25,6 +38,7 @@ class CausalLMTask(ZooTask):
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         *,
         weight_decay: float = 0.1,
+        pretrained: str | None = None,
         tokenizer=None,
         compile: bool = False,
         num_samples: int = 2,
@@ -33,12 +47,40 @@ class CausalLMTask(ZooTask):
         sample_temperature: float = 0.8,
         sample_top_k: int | None = 200,
     ) -> None:
-        """num_samples / sample_*: text sampled from the prompt at every validation during fit (needs the
-        tokenizer; 0 samples turns it off). The rest: see `ZooTask`."""
+        """pretrained: a Hugging Face GPT-2 directory or a zoo checkpoint (.ckpt) of a GPT to start from. Its
+        architecture and vocabulary win over `net`'s (a size `net` sets that disagrees is refused); `net` gives the
+        dropout and compute options, and the data's tokenizer must be the model's and its block_size at most the
+        model's positions. num_samples / sample_*: text sampled from the prompt at every validation during fit
+        (needs the tokenizer; 0 samples turns it off). The rest: see `ZooTask`."""
+        if pretrained is not None:
+            net = self._from_pretrained(net, str(pretrained), tokenizer)
         super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
         self.val_loss = MeanMetric()
         self.val_ppl = Perplexity()
         self.test_loss = MeanMetric()
+
+    @staticmethod
+    def _from_pretrained(net: ZooModel, pretrained: str, tokenizer) -> GPT:
+        from zoo.interop import load_hf  # interop reads the HF files; imported here, only when asked for
+
+        source, stored = load_pretrained(pretrained, GPT, load_hf, formats=PRETRAINED_FORMATS)
+        c = source.config
+        check_tokenizer(tokenizer, pretrained, stored, c.vocab_size)
+        # vocab_size as the entry fills it in from the tokenizer (just checked) is the data's, not a choice of net's.
+        filled = {"vocab_size"} if tokenizer is not None and net.config.vocab_size == tokenizer.vocab_size else set()
+        check_architecture(net, source, pretrained, keep={"block_size", "dropout", *filled}, what="GPT")
+        if net.config.block_size > c.block_size:
+            raise ValueError(
+                f"block_size={net.config.block_size} (data.block_size) is longer than the {c.block_size} positions of "
+                f"the pretrained model {pretrained}; set data.block_size={c.block_size} or less"
+            )
+        model = rebuilt(source, **run_options(net, ["dropout"]))
+        model.load_state_dict(source.state_dict())
+        rank_zero_info(
+            f"GPT loaded from {pretrained}: {c.n_layer} layers, {c.n_head} heads, {c.n_embd} wide, {c.block_size} "
+            f"positions, vocab_size {c.vocab_size}"
+        )
+        return model
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         """Logits, or with `targets` the mean loss computed without materializing them."""

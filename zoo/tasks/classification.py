@@ -22,30 +22,29 @@ from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, Multi
 from zoo.models import BERT
 
 from .base import ZooTask
-from .checkpoint import load_model_from_checkpoint
 from .optim import param_groups, restarted_schedule
+from .pretrained import check_architecture, load_pretrained
 from .task_text_mlm import TaskTextMLM, check_mlm_options
+
+# What the data fills in (vocabulary, padding id, labels), the head, and the dropouts: not compared with the pretrained
+# encoder (the dropouts are the encoder's own, as before; the head's come from `net`).
+RUN_FIELDS = (
+    "vocab_size",
+    "pad_token_id",
+    "num_labels",
+    "head",
+    "classifier_dropout",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+)
 
 
 def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
     """A BERT from a zoo checkpoint file or a Hugging Face directory, with the tokenizer JSON a zoo checkpoint
     stores (None for a Hugging Face directory, whose tokenizer is its vocab.txt)."""
-    path = Path(path)
-    if path.is_dir():
-        from zoo.interop import load_hf  # interop reads the HF files; imported here, only when asked for
+    from zoo.interop import load_hf  # interop reads the HF files; imported here, only when asked for
 
-        model, tokenizer = load_hf(path), None
-    elif path.is_file():
-        model, info = load_model_from_checkpoint(path)
-        tokenizer = info.get("tokenizer")
-    else:
-        raise FileNotFoundError(
-            f"pretrained model not found: {path.resolve()}; give a zoo checkpoint (.ckpt) or a "
-            "Hugging Face BERT directory"
-        )
-    if not isinstance(model, BERT):
-        raise ValueError(f"{path} holds a {type(model).__name__}, not a BERT")
-    return model, tokenizer
+    return load_pretrained(path, BERT, load_hf, formats="a zoo checkpoint (.ckpt) or a Hugging Face BERT directory")
 
 
 def _hf_vocab(path: Path) -> list[str] | None:
@@ -117,15 +116,8 @@ class SequenceClassificationTask(ZooTask):
                         f"the data's tokenizer is not the vocabulary of {pretrained}; "
                         "set data.pretrained to the same directory"
                     )
-        # The encoder's architecture comes from the checkpoint: a switch set on `net` would be silently dropped.
-        differing = {k: v for k, v in net.nondefault_switches().items() if getattr(source.config, k) != v}
-        if differing:
-            listed = ", ".join(f"{k}={v!r}" for k, v in differing.items())
-            theirs = ", ".join(f"{k}={getattr(source.config, k)!r}" for k in differing)
-            raise ValueError(
-                f"model.net sets {listed} but the pretrained encoder {pretrained} has {theirs}; its architecture "
-                "comes from the checkpoint: drop the switch, or pretrain with it"
-            )
+        # The encoder's architecture comes from the checkpoint: a size or switch set on `net` would be silently dropped.
+        check_architecture(net, source, pretrained, keep=RUN_FIELDS, what="encoder")
         config = dataclasses.replace(
             source.config,
             head="classification",

@@ -1,5 +1,10 @@
 """Image classification (ViT): cross-entropy with label smoothing (and soft MixUp/CutMix targets), top-1/top-5
-accuracy, AdamW with optional layer-wise lr decay, and a confusion matrix and attention rollout at validation."""
+accuracy, AdamW with optional layer-wise lr decay, and a confusion matrix and attention rollout at validation.
+
+A ViT starts from scratch or from pretrained weights (`pretrained`): timm, torchvision or Hugging Face files, or a zoo
+checkpoint (.ckpt). Its architecture wins over `net`'s (zoo.tasks.pretrained); the data decides the image size (the
+position table is resampled), the channels and the classes (a head of another class count is replaced by a new one).
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,30 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
-from zoo.models import ZooModel
+from zoo.models import ViT, ZooModel
 
 from .base import ZooTask
 from .image_logging import attention_rollout, confusion_matrix_figure, log_figure, log_image, rollout_image
 from .optim import layer_decay_groups
+from .pretrained import check_architecture, load_pretrained, rebuilt, run_options
+
+PRETRAINED_FORMATS = (
+    "a Hugging Face ViT directory, a timm or torchvision weight file (.safetensors, .pth, .pt, .bin) or a timm hub "
+    "directory, or a zoo checkpoint (.ckpt) of a ViT"
+)
+# What the data decides (image_size, in_channels, num_classes) and the run's regularization and resolution handling.
+RUN_FIELDS = ("image_size", "in_channels", "num_classes", "dropout", "attn_dropout", "dynamic_image_size")
 
 
 class ImageClassificationTask(ZooTask):
     task_name = "image_classification"
     throughput_unit = "images"
+    # A rebuilt task takes its network from the checkpoint, not again from the pretrained model.
+    not_rebuilt = ("pretrained",)
 
     def __init__(
         self,
@@ -30,6 +46,7 @@ class ImageClassificationTask(ZooTask):
         weight_decay: float = 0.05,
         label_smoothing: float = 0.0,
         layer_decay: float | None = None,
+        pretrained: str | None = None,
         class_names: list[str] | None = None,
         image_mean: list[float] | None = None,
         image_std: list[float] | None = None,
@@ -40,7 +57,11 @@ class ImageClassificationTask(ZooTask):
         """optimizer / scheduler: partials (Hydra `_partial_: true`) completed with the parameter groups / the
         optimizer. layer_decay: fine-tuning's layer-wise lr decay (e.g. 0.75): block i of L trains at
         lr * layer_decay^(L + 1 - (i + 1)), the embeddings at the lowest rate, the head at the full rate.
-        class_names, image_mean, image_std: from the data, to label the confusion matrix and draw images."""
+        pretrained: ViT weights to start from (timm / torchvision / Hugging Face files, or a zoo .ckpt); `net` gives
+        the data's image size, channels and classes and the dropout. class_names, image_mean, image_std: from the
+        data, to label the confusion matrix and draw images."""
+        if pretrained is not None:
+            net = self._from_pretrained(net, str(pretrained))
         # Hydra hands list arguments over as ListConfig, which checkpoints loaded with weights_only=True refuse.
         class_names = None if class_names is None else [str(c) for c in class_names]
         image_mean = None if image_mean is None else [float(v) for v in image_mean]
@@ -67,6 +88,72 @@ class ImageClassificationTask(ZooTask):
         self.test_topk = MulticlassAccuracy(num_classes, top_k=self.top_k, average="micro")
         self.val_confusion = MulticlassConfusionMatrix(num_classes)
         self._rollout_batch: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @staticmethod
+    def _from_pretrained(net: ZooModel, pretrained: str) -> ViT:
+        """The pretrained ViT for the data `net` was built for: positions resampled to its image size, the patch
+        embedding of an RGB model summed over its channels for 1-channel images, a new head for another number of
+        classes."""
+        from zoo.interop.vit import load_vit  # interop reads the weight files; imported here, only when asked for
+
+        if not isinstance(net, ViT):
+            raise ValueError(f"model.pretrained loads ViT weights, but model.net builds a {type(net).__name__}")
+        ours = net.config
+        heads = net.config_overrides.get("num_heads")  # for a timm/torchvision file of a width no published ViT has
+
+        def read(path):
+            try:
+                return load_vit(path, num_heads=heads)
+            except ValueError as error:
+                if "num_heads" in str(error):
+                    raise ValueError(f"{error} (here: model.net.num_heads=...)") from None
+                raise
+
+        source, _ = load_pretrained(pretrained, ViT, read, formats=PRETRAINED_FORMATS)
+        theirs = source.config
+        check_architecture(net, source, pretrained, keep=RUN_FIELDS, what="ViT")
+        notes = []
+        if ours.image_size != theirs.image_size:
+            if ours.image_size % theirs.patch_size:
+                larger = -(-ours.image_size // theirs.patch_size) * theirs.patch_size
+                raise ValueError(
+                    f"the data's {ours.image_size}-px images do not tile into the {theirs.patch_size}-px patches of "
+                    f"the pretrained ViT {pretrained}; resize them to a multiple of {theirs.patch_size} "
+                    f"(e.g. data.image_size={larger})"
+                )
+            notes.append(f"positions resampled from {theirs.image_size} to {ours.image_size} px")
+            source.set_image_size(ours.image_size)
+        state = source.state_dict()
+        if ours.in_channels != theirs.in_channels:
+            if (theirs.in_channels, ours.in_channels) != (3, 1):
+                how = "grey images (an image folder: data.grayscale=true)" if theirs.in_channels == 1 else "such data"
+                raise ValueError(
+                    f"the pretrained ViT {pretrained} takes {theirs.in_channels}-channel images but the data has "
+                    f"{ours.in_channels} channels; fine-tune it on {how}"
+                )
+            # A grey image fed as R = G = B meets the sum of the three channels' kernels: the same patch embedding.
+            state["patch_embed.proj.weight"] = state["patch_embed.proj.weight"].sum(dim=1, keepdim=True)
+            notes.append("patch embedding summed over its RGB channels for 1-channel images")
+        fresh = []
+        if ours.num_classes != theirs.num_classes:
+            state = {k: v for k, v in state.items() if not k.startswith("head.")}
+            fresh = [f"head.{k}" for k, _ in net.head.named_parameters()]
+            notes.append(f"head of {theirs.num_classes} classes replaced by one of {ours.num_classes}")
+        model = rebuilt(
+            source,
+            image_size=ours.image_size,
+            in_channels=ours.in_channels,
+            num_classes=ours.num_classes,
+            **run_options(net, ["dropout", "attn_dropout", "dynamic_image_size"]),
+        )
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if sorted(missing) != sorted(fresh) or unexpected:  # a defect of this function, never of the user's input
+            raise RuntimeError(f"pretrained ViT weights left {missing} unset and {unexpected} unused")
+        rank_zero_info(
+            f"ViT loaded from {pretrained}{': ' if notes else ''}{'; '.join(notes)}; newly initialized: "
+            f"{', '.join(fresh) or 'nothing'}"
+        )
+        return model
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net(images)
