@@ -22,8 +22,8 @@ import time
 
 import torch
 
+from zoo.callbacks.throughput import measure_matmul_peak
 from zoo.entry.allocator import keep_freed_memory
-from zoo.tasks.throughput import measure_matmul_peak
 
 from .configs import CONFIGS, GENERATION, OPT_IN_CONFIGS, generation_models
 from .harness import Workload, autocast, median, run_interleaved

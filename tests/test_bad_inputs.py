@@ -27,8 +27,8 @@ from zoo.entry import cli
 from zoo.entry.config_checks import check_config
 from zoo.entry.errors import hydra_errors_in_one_line, one_line_errors, user_message
 from zoo.models import GPT
+from zoo.optim.build import build_optimizer
 from zoo.tasks import CausalLMTask
-from zoo.tasks.optim import build_optimizer
 
 from conftest import ROOT, assert_ok, assert_one_line_error, run_script
 

@@ -19,11 +19,12 @@ from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, MulticlassF1Score
 
+from zoo.checkpointing.reading import load_model_from_checkpoint
 from zoo.models import BERT
+from zoo.optim.param_groups import param_groups
+from zoo.optim.schedules import restarted_schedule
 
 from .base import ZooTask
-from .checkpoint import load_model_from_checkpoint
-from .optim import param_groups, restarted_schedule
 from .task_text_mlm import TaskTextMLM, check_mlm_options
 
 

@@ -11,10 +11,10 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
 from zoo.models import ZooModel
+from zoo.optim.param_groups import layer_decay_groups
 
 from .base import ZooTask
 from .image_logging import attention_rollout, confusion_matrix_figure, log_figure, log_image, rollout_image
-from .optim import layer_decay_groups
 
 
 class ImageClassificationTask(ZooTask):
