@@ -1,5 +1,5 @@
 """Timing primitives: train-step and forward timing, peak and activation memory (the matmul peak:
-zoo.tasks.throughput).
+zoo.callbacks.throughput).
 
 Everything is measured in this process and interleaved across implementations (round-robin over several rounds,
 medians), so that the drift of a noisy machine cancels in the ratios between rows.

@@ -23,8 +23,8 @@ import time
 
 import torch
 
+from zoo.callbacks.throughput import measure_matmul_peak
 from zoo.entry.allocator import keep_freed_memory
-from zoo.tasks.throughput import measure_matmul_peak
 
 from .configs import CONFIGS, OPT_IN_CONFIGS, generation_models, sizes
 from .harness import Workload, autocast, intra_op_threads, median, run_interleaved

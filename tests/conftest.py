@@ -277,7 +277,6 @@ def run_script(script: str, *args: str, cwd: Path | None = None, env: dict | Non
     return _script_server.run(argv, cwd=Path(cwd or os.getcwd()), env=full_env, timeout=timeout)
 
 
-
 def assert_ok(result) -> None:
     assert result.returncode == 0, (
         f"exit {result.returncode}\nSTDOUT:\n{result.stdout[-3000:]}\nSTDERR:\n{result.stderr[-5000:]}"

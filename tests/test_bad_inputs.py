@@ -27,8 +27,8 @@ from zoo.entry import cli
 from zoo.entry.config_checks import check_config
 from zoo.entry.errors import hydra_errors_in_one_line, one_line_errors, user_message
 from zoo.models import GPT
+from zoo.optim.build import build_optimizer
 from zoo.tasks import CausalLMTask
-from zoo.tasks.optim import build_optimizer
 
 from conftest import ROOT, assert_ok, assert_one_line_error, run_script
 
@@ -325,16 +325,15 @@ def test_a_download_without_network_names_the_url_and_zoo_data_dir(tmp_path, mon
     assert list((tmp_path / "offline").iterdir()) == []  # no partial file left
 
 
-
 def test_a_type_error_is_the_users_only_where_zoo_or_the_config_raised_it():
     """One-line errors are for the user's mistakes: a TypeError that zoo raises with a message (one line, also where
     the raise spans lines) or that Hydra meets calling a configured class with a key it does not take; a TypeError
     that Python raises inside zoo's code is a bug and keeps its traceback (user_message gives None)."""
     from hydra.utils import instantiate
 
+    from zoo.callbacks.throughput_monitor import ZooThroughputMonitor
     from zoo.data.batching import per_device_batch_size
     from zoo.models.bert import BERTConfig
-    from zoo.tasks.throughput_monitor import ZooThroughputMonitor
 
     with pytest.raises(TypeError) as raised:
         GPT(BERTConfig())  # a one-line `raise TypeError(...)`

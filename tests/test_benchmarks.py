@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from zoo.tasks.throughput import CPU_SIZES, measure_matmul_peak
+from zoo.callbacks.throughput import CPU_SIZES, measure_matmul_peak
 
 from benchmarks.run import auto_steps, main
 
@@ -133,7 +133,7 @@ def test_measured_peak_is_kept_for_the_next_run_on_the_machine(monkeypatch, tmp_
 
     import torch
 
-    from zoo.tasks import throughput
+    from zoo.callbacks import throughput
 
     monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
     first, source = throughput.peak_flops(torch.device("cpu"))

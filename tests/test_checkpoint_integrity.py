@@ -16,10 +16,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from zoo.checkpointing.atomic_io import AtomicCheckpointIO, remove_orphans, temp_path
+from zoo.checkpointing.reading import check_checkpoint_file, read_checkpoint, torch_load_weights
+from zoo.checkpointing.weights_checksum import verify_checkpoint
 from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
-from zoo.tasks.atomic_checkpoint_io import AtomicCheckpointIO, remove_orphans, temp_path
-from zoo.tasks.checkpoint import check_checkpoint_file, read_checkpoint, torch_load_weights
-from zoo.tasks.weights_checksum import verify_checkpoint
 
 from conftest import QUIET_SHORT_RUN, ROOT, assert_ok, assert_one_line_error, run_script
 
@@ -88,8 +88,8 @@ def test_lightning_resume_verifies_the_checksum(good_run, tmp_path):
     """The check inside Lightning's restore (on_load_checkpoint), for a checkpoint that reaches fit unchecked."""
     import lightning as L
 
+    from zoo.callbacks.progress_on_exception import ProgressOnExceptionCheckpoint
     from zoo.tasks import ZooTask
-    from zoo.tasks.atomic_checkpoint_io import ProgressOnExceptionCheckpoint
 
     bad = corrupted_copy(good_run / "checkpoints" / "last.ckpt", tmp_path / "bad.ckpt")
     task = ZooTask.load_from_checkpoint(good_run / "checkpoints" / "last.ckpt")
@@ -313,9 +313,9 @@ def test_another_models_checkpoint_is_one_line(good_run, tmp_path):
 
 
 def test_another_model_types_checkpoint_is_named(good_run):
+    from zoo.checkpointing.reading import check_same_model
     from zoo.models import GPT, ViT
     from zoo.models.vit import ViTConfig
-    from zoo.tasks.checkpoint import check_same_model
 
     checkpoint = torch.load(good_run / "checkpoints" / "last.ckpt", weights_only=True)
     check_same_model(checkpoint, GPT.from_config_dict(checkpoint["zoo"]["model_config"]), "x.ckpt")  # fits
@@ -326,6 +326,21 @@ def test_another_model_types_checkpoint_is_named(good_run):
     )
     with pytest.raises(ValueError, match="ckpt_path x.ckpt holds a gpt model, but this run builds a vit"):
         check_same_model(checkpoint, vit, "x.ckpt")
+
+
+def test_a_checkpoint_naming_the_optimizers_former_module_resumes_under_its_new_name(good_run, tmp_path):
+    """Checkpoints written before the optimizers moved from zoo.tasks to zoo.optim record the old module; resuming one
+    under a config that names the new module is the same optimizer, not "another kind"."""
+    from zoo.checkpointing.reading import check_resume
+    from zoo.models import GPT
+
+    checkpoint = torch.load(good_run / "checkpoints" / "last.ckpt", weights_only=True)
+    checkpoint["hyper_parameters"]["optimizer"] = {"_target_": "zoo.tasks.muon.MuonWithAdamW", "_partial_": True}
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    net = GPT.from_config_dict(checkpoint["zoo"]["model_config"])
+    check_resume(tmp_path / "old.ckpt", net, {"_target_": "zoo.optim.muon.MuonWithAdamW", "_partial_": True})
+    with pytest.raises(ValueError, match="holds the state of a zoo.optim.muon.MuonWithAdamW optimizer"):
+        check_resume(tmp_path / "old.ckpt", net, {"_target_": "torch.optim.adamw.AdamW", "_partial_": True})
 
 
 def test_pickle_payload_refused_by_train_and_bert_pretrained(tmp_path):

@@ -13,12 +13,12 @@ import torch
 import torchvision
 from torch import nn
 
+from zoo.checkpointing.reading import load_model_from_checkpoint
 from zoo.data import ImageClassificationDataModule
 from zoo.data.images import dataset_labels
 from zoo.models import CNN, MODEL_TYPES
 from zoo.tasks import ImageClassificationTask
 from zoo.tasks.base import ZooTask
-from zoo.tasks.checkpoint import load_model_from_checkpoint
 
 from conftest import assert_ok, run_script
 

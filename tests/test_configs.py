@@ -194,7 +194,7 @@ def test_launcher_configs(launcher, target, tmp_path):
 def test_fsdp_trainer_builds_the_fsdp2_strategy(tmp_path):
     """The FSDP trainer config builds zoo's FSDP2 strategy on CPU too: bf16 parameters for compute, fp32 gradient
     reduction, full state-dict checkpoints (one file)."""
-    from zoo.tasks.fsdp import FSDP2Strategy
+    from zoo.strategies.fsdp import FSDP2Strategy
 
     cfg = compose_train(tmp_path, ["trainer=fsdp"])
     strategy = hydra.utils.instantiate(cfg.trainer.strategy)

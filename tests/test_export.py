@@ -18,6 +18,7 @@ from PIL import Image
 
 transformers = pytest.importorskip("transformers")
 
+from zoo.checkpointing.reading import load_model_from_checkpoint  # noqa: E402
 from zoo.data import (  # noqa: E402  # noqa: E402
     BertPretrainingDataModule,
     GlueDataModule,
@@ -35,7 +36,6 @@ from zoo.tasks import (  # noqa: E402
     ImageClassificationTask,
     Seq2SeqTask,
     SequenceClassificationTask,
-    load_model_from_checkpoint,
 )
 
 TOL = dict(atol=1e-5, rtol=1e-5)

@@ -19,11 +19,12 @@ transformers = pytest.importorskip("transformers")
 from huggingface_hub import ModelCard  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+from zoo.checkpointing.reading import load_model_from_checkpoint  # noqa: E402
 from zoo.data import GlueDataModule, tokenizer_from_json  # noqa: E402
 from zoo.data.glue import truncate_longest_first  # noqa: E402
 from zoo.entry.export import main as export_main  # noqa: E402
 from zoo.models import BERT  # noqa: E402
-from zoo.tasks import SequenceClassificationTask, load_model_from_checkpoint  # noqa: E402
+from zoo.tasks import SequenceClassificationTask  # noqa: E402
 
 from conftest import QUIET_SHORT_RUN, assert_ok, run_script  # noqa: E402
 

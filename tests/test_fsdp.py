@@ -19,8 +19,8 @@ import torch.distributed as dist
 from zoo.core.block import Block
 from zoo.entry.export import main as export_main
 from zoo.models.gpt import GPT
-from zoo.tasks.fsdp import FSDP2Strategy, check_optimizer_for_sharding, shard_per_block
-from zoo.tasks.optim import param_groups
+from zoo.optim.param_groups import param_groups
+from zoo.strategies.fsdp import FSDP2Strategy, check_optimizer_for_sharding, shard_per_block
 
 from benchmarks import optimizer_groups
 from conftest import assert_ok, assert_one_line_error, run_script
@@ -106,7 +106,7 @@ def test_muon_with_fsdp_is_refused_before_any_process_starts(tmp_path):
     result = run_script(
         "train.py",
         *FSDP_CPU,
-        "model.optimizer._target_=zoo.tasks.muon.MuonWithAdamW",
+        "model.optimizer._target_=zoo.optim.muon.MuonWithAdamW",
         "trainer.max_steps=2",
         f"hydra.run.dir={tmp_path / 'run'}",
     )
@@ -186,7 +186,7 @@ def test_the_group_check_catches_flattened_parameters():
 
 
 def test_muon_is_refused_for_sharded_matrices():
-    from zoo.tasks.muon import MuonWithAdamW
+    from zoo.optim.muon import MuonWithAdamW
 
     with pytest.raises(ValueError, match="MuonWithAdamW is not supported with trainer=fsdp"):
         check_optimizer_for_sharding(partial(MuonWithAdamW, lr=1e-3))

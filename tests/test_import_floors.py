@@ -1,6 +1,8 @@
 """The import floors of docs/design.md, read from the source (ast), not from what happens to be imported at run time:
-core <- models <- tasks/interop <- lab <- entry; data beside models, importing neither models nor tasks; the lab
-imported only by the entries and the top-level scripts. No import runs back up a floor."""
+core <- models <- optim/checkpointing/callbacks/strategies <- tasks <- lab <- entry, with interop beside tasks
+above models (importing core, models and data only, none of the floor below tasks); data beside models, importing
+neither models nor what sits above them; the four packages of the floor below tasks import each other freely; the
+lab imported only by the entries and the top-level scripts. No import runs back up a floor."""
 
 from __future__ import annotations
 
@@ -11,16 +13,24 @@ from conftest import ROOT
 
 ENTRY = "entry"  # zoo/entry, the zoo/*.py shims (python -m zoo.export) and the top-level scripts
 # What each package of zoo may import besides itself, and the rule a violation quotes.
+# The floor between models and tasks: what the LightningModules use but do not define (optimizers and schedules,
+# checkpoint files, callbacks, the sharded strategy). Its packages may import each other.
+TRAINING_PARTS = {"optim", "checkpointing", "callbacks", "strategies"}
+TRAINING_PARTS_RULE = (
+    "zoo/optim, zoo/checkpointing, zoo/callbacks and zoo/strategies import only zoo/core, zoo/models, zoo/data "
+    "and each other"
+)
 ALLOWED = {
     "core": (set(), "zoo/core imports nothing of zoo"),
     "conf": (set(), "zoo/conf holds the Hydra configs and imports nothing"),
     "models": ({"core"}, "zoo/models imports only zoo/core"),
     "data": ({"core"}, "zoo/data imports neither models nor tasks (nor anything above them)"),
-    "tasks": ({"core", "models", "interop", "data"}, "zoo/tasks sits below the lab and the entries"),
+    **{part: ({"core", "models", "data", *TRAINING_PARTS}, TRAINING_PARTS_RULE) for part in TRAINING_PARTS},
+    "tasks": ({"core", "models", "interop", "data", *TRAINING_PARTS}, "zoo/tasks sits below the lab and the entries"),
     # interop reads and writes weight files: it needs the models, never the LightningModules above them
     "interop": ({"core", "models", "data"}, "zoo/interop imports only zoo/core, zoo/models and zoo/data"),
-    "lab": ({"core", "models", "tasks", "interop", "data"}, "zoo/lab sits below the entries"),
-    ENTRY: ({"core", "models", "tasks", "interop", "data", "lab"}, ""),
+    "lab": ({"core", "models", "tasks", "interop", "data", *TRAINING_PARTS}, "zoo/lab sits below the entries"),
+    ENTRY: ({"core", "models", "tasks", "interop", "data", "lab", *TRAINING_PARTS}, ""),
 }
 LAB_RULE = "zoo/lab is imported only by zoo/entry and the top-level scripts"
 
@@ -89,7 +99,9 @@ def test_the_scan_sees_the_real_imports():
         for _, m in imported_modules(p, ROOT)
         if m.startswith("zoo.") and m.count(".") >= 1
     }
-    assert {("models", "core"), ("tasks", "models"), ("interop", "models"), ("entry", "tasks")} <= edges
+    assert {("models", "core"), ("tasks", "models"), ("interop", "models"), ("entry", "interop")} <= edges
+    below_tasks = {("tasks", "optim"), ("tasks", "checkpointing"), ("checkpointing", "models"), ("entry", "callbacks")}
+    assert below_tasks <= edges
     gpt = [m for _, m in imported_modules(ROOT / "zoo" / "models" / "gpt.py", ROOT)]
     assert any(m.startswith("zoo.core") for m in gpt)
 
@@ -125,11 +137,33 @@ def test_an_import_from_interop_up_to_tasks_is_refused(tmp_path):
         (tmp_path / "zoo" / package).mkdir(parents=True)
         (tmp_path / "zoo" / package / "__init__.py").write_text("")
     (tmp_path / "zoo" / "interop" / "files.py").write_text(
-        "def load(path):\n"
-        "    from zoo.tasks.checkpoint import torch_load_weights\n"
-        "    return torch_load_weights(path)\n",
+        "def load(path):\n    from zoo.tasks.base import ZooTask\n\n    return ZooTask.load_from_checkpoint(path)\n",
     )
     assert violations(tmp_path) == [
-        "zoo/interop/files.py:2: imports zoo.tasks.checkpoint; zoo/interop imports only zoo/core, zoo/models and "
-        "zoo/data"
+        "zoo/interop/files.py:2: imports zoo.tasks.base; zoo/interop imports only zoo/core, zoo/models and zoo/data"
+    ]
+
+
+def test_the_floor_below_tasks_imports_down_and_sideways_only(tmp_path):
+    """optim, checkpointing, callbacks and strategies may import each other and the floors below, never tasks;
+    tasks and the entries may import them, interop may not."""
+    for package in ("core", "models", "data", "tasks", "interop", *sorted(TRAINING_PARTS), "entry"):
+        (tmp_path / "zoo" / package).mkdir(parents=True)
+        (tmp_path / "zoo" / package / "__init__.py").write_text("")
+    files = {
+        "zoo/optim/muon.py": "from zoo.core import Block\nfrom zoo.strategies.fsdp import is_sharded\n",
+        "zoo/checkpointing/reading.py": "from zoo.models import ZooModel\nfrom ..optim.former_names import x\n",
+        "zoo/callbacks/monitor.py": "from zoo.tasks.base import ZooTask\n",
+        "zoo/strategies/fsdp.py": "from zoo.interop.hf import y\n",
+        "zoo/tasks/base.py": "from zoo.optim.build import b\nfrom zoo.callbacks import c\n",
+        "zoo/interop/files.py": "from zoo.checkpointing.reading import read_checkpoint\n",
+        "zoo/entry/train.py": "from zoo.strategies.fsdp import FSDP2Strategy\n",
+    }
+    for relpath, text in files.items():
+        (tmp_path / relpath).write_text(text)
+    assert violations(tmp_path) == [
+        f"zoo/callbacks/monitor.py:1: imports zoo.tasks.base; {TRAINING_PARTS_RULE}",
+        "zoo/interop/files.py:1: imports zoo.checkpointing.reading; zoo/interop imports only zoo/core, zoo/models "
+        "and zoo/data",
+        f"zoo/strategies/fsdp.py:1: imports zoo.interop.hf; {TRAINING_PARTS_RULE}",
     ]

@@ -17,6 +17,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from zoo.callbacks import throughput
 from zoo.data import CharTokenizer, TranslationTokenizer
 from zoo.entry import cli, phase_times
 from zoo.entry.config_checks import check_config
@@ -24,8 +25,9 @@ from zoo.entry.export import main as export_main
 from zoo.entry.phase_times import PhaseTimes
 from zoo.entry.train import _never_logged
 from zoo.models import BERT, CNN, GPT, Transformer, ZooModel
-from zoo.tasks import CausalLMTask, ImageClassificationTask, Seq2SeqTask, SequenceClassificationTask, throughput
-from zoo.tasks.optim import build_optimizer, warmup_cosine, warmup_stable_decay
+from zoo.optim.build import build_optimizer
+from zoo.optim.schedules import warmup_cosine, warmup_stable_decay
+from zoo.tasks import CausalLMTask, ImageClassificationTask, Seq2SeqTask, SequenceClassificationTask
 
 from conftest import assert_one_line_error, run_script
 
@@ -67,7 +69,7 @@ def one_line(capsys, command, argv) -> str:
 
 
 # ---- item 6: betas -----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("optimizer", ["torch.optim.AdamW", "zoo.tasks.muon.MuonWithAdamW"])
+@pytest.mark.parametrize("optimizer", ["torch.optim.AdamW", "zoo.optim.muon.MuonWithAdamW"])
 def test_betas_of_one_value_are_one_line_naming_the_key(tmp_path, optimizer):
     """Was an IndexError traceback from inside AdamW (MuonWithAdamW hands betas to its AdamW)."""
     result = run_script(
@@ -111,7 +113,7 @@ def test_a_schedule_given_a_string_names_the_key():
 def test_decay_fraction_abc_through_train_py(tmp_path):
     result = run_script(
         "train.py",
-        "model.scheduler._target_=zoo.tasks.optim.warmup_stable_decay",
+        "model.scheduler._target_=zoo.optim.schedules.warmup_stable_decay",
         "+model.scheduler.decay_fraction=abc",
         f"hydra.run.dir={tmp_path}",
     )
@@ -245,7 +247,7 @@ def test_masked_lm_phase_options_are_checked_even_when_the_phase_is_off(options,
 def test_a_warmup_as_long_as_the_run_is_one_warning_line(caplog):
     """Not refused: a smoke run (trainer.max_steps=5 with a recipe's warm-up) is one. One line with both numbers."""
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    with caplog.at_level(logging.WARNING, logger="zoo.tasks.optim"):
+    with caplog.at_level(logging.WARNING, logger="zoo.optim.schedules"):
         warmup_cosine(opt, warmup_steps=9, max_steps=10)
         assert not caplog.records
         warmup_stable_decay(opt, warmup_steps=100, max_steps=10)

@@ -1,5 +1,5 @@
 """Two optimization levers every task can switch on from YAML: Muon for the block matrices with AdamW for the rest
-(zoo.tasks.muon.MuonWithAdamW) and the warm-up / stable / decay schedule (zoo.tasks.optim.warmup_stable_decay)."""
+(zoo.optim.muon.MuonWithAdamW) and the warm-up / stable / decay schedule (zoo.optim.schedules.warmup_stable_decay)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,11 @@ from test_configs import compose_train
 
 from zoo.entry.builders import build_model_config, task_inputs
 from zoo.models import GPT, ViT, ViTConfig
+from zoo.optim.build import build_optimizer
+from zoo.optim.muon import BatchedMuon, MuonWithAdamW
+from zoo.optim.param_groups import layer_decay_groups, param_groups
+from zoo.optim.schedules import restarted_schedule, warmup_cosine, warmup_stable_decay
 from zoo.tasks import ZooTask
-from zoo.tasks.muon import BatchedMuon, MuonWithAdamW
-from zoo.tasks.optim import (
-    build_optimizer,
-    layer_decay_groups,
-    param_groups,
-    restarted_schedule,
-    warmup_cosine,
-    warmup_stable_decay,
-)
 
 
 def small_gpt() -> GPT:
@@ -273,11 +268,11 @@ def test_gpt_task_trains_with_muon_and_wsd_through_the_config(tmp_path):
             "model.net.name=gpt-nano",
             "data.block_size=32",
             "data.batch_size=4",
-            "model.optimizer._target_=zoo.tasks.muon.MuonWithAdamW",
+            "model.optimizer._target_=zoo.optim.muon.MuonWithAdamW",
             "model.optimizer.betas=[0.9,0.95]",
             "+model.optimizer.muon_momentum=0.95",
             "+model.optimizer.adjust_lr_fn=match_rms_adamw",
-            "model.scheduler._target_=zoo.tasks.optim.warmup_stable_decay",
+            "model.scheduler._target_=zoo.optim.schedules.warmup_stable_decay",
             "model.scheduler.warmup_steps=1",
             "model.scheduler.max_steps=5",
             "+model.scheduler.decay_fraction=0.4",

@@ -45,7 +45,7 @@ def trained(tmp_path_factory):
         "trainer.limit_val_batches=2",
         "test=false",
         "model.sample_tokens=20",
-        # Shorter than the 3 steps: the recipe's warm-up of 100 would be warned about, rightly (zoo.tasks.optim).
+        # Shorter than the 3 steps: the recipe's warm-up of 100 would be warned about, rightly (zoo.optim.schedules).
         "model.scheduler.warmup_steps=2",
         f"paths.log_dir={logs}",
     ]

@@ -147,7 +147,7 @@ def test_rng_state_round_trips_numpy_through_a_weights_only_checkpoint(tmp_path)
     import numpy as np
     import torch
 
-    from zoo.tasks.rng_state import RNGStateCheckpoint
+    from zoo.callbacks.rng_state import RNGStateCheckpoint
 
     callback = RNGStateCheckpoint()
     np.random.seed(3)

@@ -26,7 +26,7 @@ from conftest import QUIET_SHORT_RUN, ROOT, assert_ok, assert_one_line_error, ru
 
 # optimized_metric=train/loss: result.json without a validation pass
 FAST = [*QUIET_SHORT_RUN, "trainer.log_every_n_steps=1", "optimized_metric=train/loss"]
-MUON = "model.optimizer._target_=zoo.tasks.muon.MuonWithAdamW"
+MUON = "model.optimizer._target_=zoo.optim.muon.MuonWithAdamW"
 
 
 def _claim(root, name, start, queue):

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from zoo.data import TranslationTokenizer
 from zoo.data.translation import TokenBatches, make_batches, read_lines
 from zoo.models import GPT, GPTConfig, Transformer
+from zoo.optim.inverse_sqrt import paper_peak_lr, warmup_inverse_sqrt
+from zoo.optim.schedules import warmup_cosine
 from zoo.tasks import Seq2SeqTask
-from zoo.tasks.optim import warmup_cosine
-from zoo.tasks.schedules import paper_peak_lr, warmup_inverse_sqrt
 
 
 def tiny_task(vocab: int = 50, **task_options) -> Seq2SeqTask:

@@ -14,8 +14,9 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 from test_configs import compose_train
 
+from zoo.callbacks.throughput_monitor import ZooThroughputMonitor
 from zoo.entry.builders import build_model_config, task_inputs
-from zoo.tasks import ZooTask, ZooThroughputMonitor
+from zoo.tasks import ZooTask
 
 # Each task's config, shrunk to a tiny model and a slice of its real data.
 TASKS = {
@@ -154,6 +155,29 @@ def test_load_from_checkpoint_refuses_other_tasks_and_unknown_options(tmp_path):
     with pytest.warns(UserWarning, match="peak_flops_per_sec"):
         loaded = ImageClassificationTask.load_from_checkpoint(tmp_path / "old.ckpt")
     torch.testing.assert_close(loaded.net.patch_embed.proj.weight, task.net.patch_embed.proj.weight, rtol=0, atol=0)
+
+
+def test_recorded_partials_naming_the_former_modules_rebuild_to_zoo_optim():
+    """Checkpoints written before the optimizers and schedules moved out of zoo.tasks name the old modules; those
+    names rebuild to the functions and classes of zoo.optim, and a name outside torch.optim and zoo.optim is still
+    refused (a checkpoint must not name arbitrary code, nor other code of zoo.tasks)."""
+    from zoo.optim.inverse_sqrt import warmup_inverse_sqrt
+    from zoo.optim.muon import MuonWithAdamW
+    from zoo.optim.schedules import warmup_cosine
+    from zoo.tasks.factories import describe_partial, rebuild_partial
+
+    old = {"_target_": "zoo.tasks.optim.warmup_cosine", "_partial_": True, "warmup_steps": 2, "max_steps": 10}
+    scheduler = rebuild_partial(old, kind="scheduler", source="old.ckpt")
+    assert scheduler.func is warmup_cosine and scheduler.keywords == {"warmup_steps": 2, "max_steps": 10}
+    assert describe_partial(scheduler)["_target_"] == "zoo.optim.schedules.warmup_cosine"  # recorded anew
+    old = {"_target_": "zoo.tasks.schedules.warmup_inverse_sqrt", "_partial_": True, "warmup_steps": 4}
+    assert rebuild_partial(old, kind="scheduler", source="old.ckpt").func is warmup_inverse_sqrt
+    old = {"_target_": "zoo.tasks.muon.MuonWithAdamW", "_partial_": True, "lr": 0.02}
+    optimizer = rebuild_partial(old, kind="optimizer", source="old.ckpt")
+    assert optimizer.func is MuonWithAdamW and optimizer.keywords == {"lr": 0.02}
+    for target in ("os.system", "zoo.tasks.base.ZooTask", "zoo.tasks.optim.not_a_schedule"):
+        with pytest.raises(ValueError, match=f"refusing to import the recorded scheduler '{target}'"):
+            rebuild_partial({"_target_": target, "_partial_": True}, kind="scheduler", source="old.ckpt")
 
 
 def test_vit_optimizer_is_fused_adamw_in_fp32_and_foreach_where_lightning_refuses_fused(tmp_path):

@@ -10,11 +10,12 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.loggers import CSVLogger
 
+from zoo.checkpointing.reading import load_model_from_checkpoint
 from zoo.data import ImageClassificationDataModule
 from zoo.models import ViT, ViTConfig
-from zoo.tasks import ImageClassificationTask, load_model_from_checkpoint
+from zoo.optim.schedules import warmup_cosine
+from zoo.tasks import ImageClassificationTask
 from zoo.tasks.image_logging import attention_rollout, confusion_matrix_figure, rollout_image
-from zoo.tasks.optim import warmup_cosine
 
 
 def tiny_vit(**kw) -> ViT:

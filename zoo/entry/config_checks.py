@@ -9,8 +9,8 @@ import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from zoo.tasks.fsdp import check_optimizer_for_sharding
-from zoo.tasks.optim import check_betas
+from zoo.optim.build import check_betas
+from zoo.strategies.fsdp import check_optimizer_for_sharding
 
 # Trainer options that take a whole number, with their smallest allowed value (-1: "no limit" for Lightning).
 TRAINER_INTEGERS = {
@@ -150,8 +150,8 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def check_sharded_optimizer(cfg: DictConfig) -> None:
-    """Muon under trainer=fsdp, refused before the processes are launched (zoo.tasks.fsdp says why)."""
+    """Muon under trainer=fsdp, refused before the processes are launched (zoo.strategies.fsdp says why)."""
     strategy = OmegaConf.select(cfg, "trainer.strategy._target_", default=None)
     optimizer = OmegaConf.select(cfg, "model.optimizer._target_", default=None)
-    if strategy == "zoo.tasks.fsdp.FSDP2Strategy" and optimizer is not None:
+    if strategy == "zoo.strategies.fsdp.FSDP2Strategy" and optimizer is not None:
         check_optimizer_for_sharding(optimizer)

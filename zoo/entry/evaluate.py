@@ -9,12 +9,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.checkpointing.reading import load_model_from_checkpoint, read_checkpoint
 from zoo.data import ZooDataModule
 from zoo.entry.builders import build_loggers, task_inputs
 from zoo.entry.config_checks import check_config
 from zoo.entry.quiet import quiet
 from zoo.entry.recorded_data import recorded_datamodule
-from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
 # task name stored in checkpoints -> LightningModule class
 TASKS = {

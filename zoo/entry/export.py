@@ -14,14 +14,13 @@ from pathlib import Path
 
 import yaml
 
+from zoo.checkpointing.reading import check_checkpoint_file, load_model_from_checkpoint, read_checkpoint
 from zoo.entry.errors import one_line_errors
 from zoo.interop import export_hf
 from zoo.interop.export import EXPORT_FILES
 from zoo.interop.exportable import check_exportable
 from zoo.interop.limits import trained_context
 from zoo.interop.model_card import TrainingRun, write_model_card
-from zoo.tasks import load_model_from_checkpoint, read_checkpoint
-from zoo.tasks.checkpoint import check_checkpoint_file
 
 # What the integer labels of the registered GLUE datasets mean (GLUE's own task descriptions), for checkpoints
 # whose data recorded only the ids.

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
+from zoo.checkpointing.reading import load_model_from_checkpoint, read_checkpoint
 from zoo.data import TranslationTokenizer, tokenizer_from_json
 from zoo.data.text import decode_utf8
-from zoo.tasks import load_model_from_checkpoint, read_checkpoint
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -33,7 +33,7 @@ def checkpoint_files(run_dir: str | Path) -> list[Path]:
 
 def _usable(path: Path) -> tuple[int | None, str]:
     """(global step, "") for a checkpoint a run can resume from, else (None, why not)."""
-    from zoo.tasks.checkpoint import check_checkpoint_file  # torch: only when a run starts, not at config time
+    from zoo.checkpointing.reading import check_checkpoint_file  # torch: only when a run starts, not at config time
 
     try:
         step = check_checkpoint_file(path)
@@ -83,7 +83,7 @@ def resolve_ckpt_path(cfg: DictConfig) -> str | None:
 
     ckpt_path = cfg.get("ckpt_path")
     if ckpt_path is not None and ckpt_path != "last":
-        from zoo.tasks.checkpoint import check_checkpoint_file
+        from zoo.checkpointing.reading import check_checkpoint_file
 
         check_checkpoint_file(ckpt_path)
         return str(ckpt_path)

@@ -16,6 +16,8 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.callbacks.preemption import PreemptionCheckpoint
+from zoo.checkpointing.reading import check_resume
 from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, resumed_configs, task_inputs
@@ -25,8 +27,6 @@ from zoo.entry.quiet import quiet, start_run_log
 from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
 from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
 from zoo.lab.record import lab_record
-from zoo.tasks.checkpoint import check_resume
-from zoo.tasks.preemption import PreemptionCheckpoint
 
 # The exit status after SIGTERM (128 + 15, what a shell reports for a process the signal ended), so that a scheduler
 # sees that the job was stopped rather than finished.

@@ -1,14 +1,13 @@
 """LightningModules, one per task, on one base (ZooTask). They own losses, metrics and optimizers; models stay
-plain nn.Modules."""
+plain nn.Modules. What they use but do not define lives beside them: optimizers and schedules in zoo.optim,
+checkpoint files in zoo.checkpointing, callbacks in zoo.callbacks, the sharded strategy in zoo.strategies."""
 
 from .base import ZooTask
 from .causal_lm import CausalLMTask
-from .checkpoint import load_model_from_checkpoint, read_checkpoint
 from .classification import SequenceClassificationTask
 from .image_classification import ImageClassificationTask
 from .pretraining import BertPretrainingTask
 from .seq2seq import Seq2SeqTask
-from .throughput_monitor import ZooThroughputMonitor
 
 __all__ = [
     "BertPretrainingTask",
@@ -17,7 +16,4 @@ __all__ = [
     "Seq2SeqTask",
     "SequenceClassificationTask",
     "ZooTask",
-    "ZooThroughputMonitor",
-    "load_model_from_checkpoint",
-    "read_checkpoint",
 ]

@@ -3,7 +3,7 @@
 It owns the network (`self.net`, the module holding the weights; a task may add a training-only head, such as
 the classifier's masked-LM phase), the optimizer and scheduler partials with a parameter-group hook and a
 scheduler hook, the compile switch, the checkpoint's "zoo" section and `load_from_checkpoint`, and the batch
-sizes and FLOPs that `zoo.tasks.throughput_monitor.ZooThroughputMonitor` turns into throughput and MFU.
+sizes and FLOPs that `zoo.callbacks.throughput_monitor.ZooThroughputMonitor` turns into throughput and MFU.
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
+from zoo.checkpointing.reading import build_model, check_same_model, read_checkpoint
+from zoo.checkpointing.weights_checksum import record_checksum, verify_checkpoint
 from zoo.models import ZooModel
+from zoo.optim.build import build_optimizer
+from zoo.optim.param_groups import param_groups
+from zoo.strategies.fsdp import check_optimizer_for_sharding, is_sharded, shard_per_block
 
-from .checkpoint import build_model, check_same_model, read_checkpoint
 from .factories import describe_partial, rebuild_partial
-from .fsdp import check_optimizer_for_sharding, is_sharded, shard_per_block
-from .optim import build_optimizer, param_groups
 from .token_loss import TokenWindow
-from .weights_checksum import record_checksum, verify_checkpoint
 
 
 class ZooTask(L.LightningModule):
@@ -78,7 +79,7 @@ class ZooTask(L.LightningModule):
         if compile:
             net.compile()
 
-    # ---- sharding (trainer=fsdp: zoo.tasks.fsdp) --------------------------------------------------------------
+    # ---- sharding (trainer=fsdp: zoo.strategies.fsdp) ---------------------------------------------------------
     def configure_model(self) -> None:
         """Lightning's hook for sharding, called once the processes exist. Under FSDP2Strategy each of the task's
         modules (the network, a training-only head) is sharded per core Block: every parameter must belong to a
@@ -89,7 +90,7 @@ class ZooTask(L.LightningModule):
         if options is None:
             raise ValueError(
                 f"{type(self.trainer.strategy).__name__} is not supported; for sharded training use trainer=fsdp "
-                "(zoo.tasks.fsdp.FSDP2Strategy)"
+                "(zoo.strategies.fsdp.FSDP2Strategy)"
             )
         for child in self.children():
             if any(True for _ in child.parameters()):
@@ -186,7 +187,8 @@ class ZooTask(L.LightningModule):
         record_checksum(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "state_dict" not in checkpoint:  # a sharding strategy loaded the weights itself, checked (zoo.tasks.fsdp)
+        # No state dict: a sharding strategy loaded the weights itself, checked (zoo.strategies.fsdp).
+        if "state_dict" not in checkpoint:
             return
         # Checkpoints written before this base held every tensor twice, also under "_forward_fn." (the same
         # network registered a second time); those copies are dropped so that old runs still resume.

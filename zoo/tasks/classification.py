@@ -20,9 +20,10 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, MulticlassF1Score
 
 from zoo.models import BERT
+from zoo.optim.param_groups import param_groups
+from zoo.optim.schedules import restarted_schedule
 
 from .base import ZooTask
-from .optim import param_groups, restarted_schedule
 from .pretrained import check_architecture, load_pretrained
 from .task_text_mlm import TaskTextMLM, check_mlm_options
 

@@ -17,10 +17,10 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
 from zoo.models import ViT, ZooModel
+from zoo.optim.param_groups import layer_decay_groups
 
 from .base import ZooTask
 from .image_logging import attention_rollout, confusion_matrix_figure, log_figure, log_image, rollout_image
-from .optim import layer_decay_groups
 from .pretrained import check_architecture, load_pretrained, rebuilt, run_options
 
 PRETRAINED_FORMATS = (

@@ -18,11 +18,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from zoo.checkpointing.reading import load_model_from_checkpoint
 from zoo.core.switches import ComputeOptions
 from zoo.data.tokenizer import load_published_tokenizer, published_tokenizer_files, tokenizer_from_json
 from zoo.models import ZooModel
-
-from .checkpoint import load_model_from_checkpoint
 
 # How the core computes: the run's choice, never the pretrained model's.
 COMPUTE_OPTIONS = frozenset(f.name for f in dataclasses.fields(ComputeOptions))

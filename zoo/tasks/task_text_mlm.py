@@ -76,7 +76,7 @@ class TaskTextMLM(nn.Module):
         ids = batch.input_ids
         maskable = ~torch.isin(ids, self._special.to(ids.device)) & batch.attention_mask.to(torch.bool)
         # Drawn on the batch's device from its global generator: seeded by the run's seed, restored on resume
-        # (zoo.tasks.rng_state), and no copy to the host and back in every step.
+        # (zoo.callbacks.rng_state), and no copy to the host and back in every step.
         inputs, labels = mask_tokens(
             ids,
             maskable,

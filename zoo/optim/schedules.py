@@ -1,112 +1,21 @@
-"""Optimizer parameter groups and learning-rate schedules, configured from YAML with `_partial_: true`."""
+"""Learning-rate schedules with a linear warm-up, configured from YAML with `_partial_: true`: warm-up + cosine
+(`warmup_cosine`), warm-up / stable / decay (`warmup_stable_decay`), and a schedule run twice (`restarted_schedule`,
+pretraining then fine-tuning in one run). The arguments they share are checked in one place (`_check_schedule`), in
+errors naming the config key. The paper's inverse-square-root schedule is in zoo.optim.inverse_sqrt.
+"""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
-from collections.abc import Sequence
 
 import torch
 from lightning.pytorch.utilities import rank_zero_only
-from torch import nn
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler, SequentialLR
 
+from .build import _is_number
+
 log = logging.getLogger(__name__)
-
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Decay the matrices (linear and embedding weights); never decay biases and norm scales (1-D tensors), nor
-    the tensors the model lists in `no_weight_decay()` (timm's convention: ViT's class token and positions)."""
-    skip = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if param.requires_grad:
-            (no_decay if param.dim() < 2 or name in skip else decay).append(param)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-
-
-def layer_decay_groups(model: nn.Module, weight_decay: float, layer_decay: float) -> list[dict]:
-    """Layer-wise lr decay (BEiT / MAE fine-tuning): with `model.layer_index(name)` numbering the depth from 0
-    (embeddings) to L + 1 (the head), a tensor at depth d trains at lr * layer_decay^(L + 1 - d). One group per
-    (depth, decays) carrying its `lr_scale`, which the task multiplies into the group's lr."""
-    if not 0.0 < layer_decay <= 1.0:
-        raise ValueError(f"layer_decay must be in (0, 1] (or null for none), got {layer_decay}")
-    if not hasattr(model, "layer_index"):
-        raise ValueError(f"layer_decay needs a model that numbers its layers; {type(model).__name__} does not")
-    skip = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
-    names = [name for name, _ in model.named_parameters()]
-    top = max(model.layer_index(name) for name in names)
-    groups: dict[tuple[int, bool], dict] = {}
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        no_decay = param.dim() < 2 or name in skip
-        depth = model.layer_index(name)
-        group = groups.setdefault(
-            (depth, no_decay),
-            {
-                "params": [],
-                "weight_decay": 0.0 if no_decay else weight_decay,
-                "lr_scale": layer_decay ** (top - depth),
-            },
-        )
-        group["params"].append(param)
-    return list(groups.values())
-
-
-def build_optimizer(factory, params, trainer=None, model: nn.Module | None = None) -> torch.optim.Optimizer:
-    """Complete an optimizer partial. An optimizer whose constructor takes `model` (e.g. MuonWithAdamW, which
-    must know the network's block matrices) is given the network. Lightning refuses gradient clipping with a
-    fused optimizer under *-mixed precision (it assumes a grad scaler unscales inside step()), so there the
-    fused kernel is swapped for the foreach one, with a message; fp32 and bf16-true keep it."""
-    keywords = dict(getattr(factory, "keywords", {}))
-    extra = {"model": model} if model is not None and _takes_model(factory) else {}
-    lr = keywords.get("lr")
-    # torch says only "Invalid learning rate: -1"; the config key is what the user can change.
-    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
-        raise ValueError(f"model.optimizer.lr must be positive, got {lr!r}")
-    if "betas" in keywords:
-        check_betas(keywords["betas"])
-    if keywords.get("fused") and trainer is not None:
-        mixed = str(trainer.precision).endswith("-mixed")
-        if mixed and (trainer.gradient_clip_val or 0) > 0:
-            from lightning.pytorch.utilities import rank_zero_info
-
-            rank_zero_info(
-                "fused optimizer + gradient clipping is refused by Lightning under mixed precision; "
-                "using the foreach implementation instead"
-            )
-            return factory(params, fused=False, **extra)
-    return factory(params, **extra)
-
-
-def check_betas(betas) -> None:
-    """Adam's (beta1, beta2). torch indexes them before it checks them: `betas=[0.9]` was an IndexError from inside
-    AdamW (and MuonWithAdamW, which hands them on), naming no key."""
-    # Any sequence: a YAML list reaches here as an OmegaConf ListConfig when the config is instantiated without
-    # conversion.
-    pair = list(betas) if isinstance(betas, Sequence) and not isinstance(betas, str) else None
-    if pair is None or len(pair) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in pair):
-        shown = pair if pair is not None else betas
-        raise ValueError(
-            f"model.optimizer.betas must be two numbers in [0, 1) (beta1, beta2), got {shown!r}; "
-            "e.g. model.optimizer.betas=[0.9,0.95]"
-        )
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _takes_model(factory) -> bool:
-    try:
-        return "model" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin without a signature
-        return False
 
 
 def _check_schedule(what: str, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> None:

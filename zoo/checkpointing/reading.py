@@ -10,6 +10,7 @@ from pathlib import Path
 
 from zoo.core.weights_file import code_refused, names_code, torch_load_weights  # noqa: F401  (re-exported)
 from zoo.models import MODEL_TYPES, ZooModel
+from zoo.optim.former_names import current_name
 
 from .weights_checksum import verify_checkpoint
 
@@ -110,7 +111,9 @@ def check_resume(path: str | Path, net: ZooModel, optimizer: dict | None) -> Non
     checkpoint = torch_load_weights(path, mmap=True)
     check_same_model(checkpoint, net, path)
     recorded = (checkpoint.get("hyper_parameters") or {}).get("optimizer") or {}
+    # A checkpoint written before the optimizers moved to zoo.optim names the old module (zoo.tasks.muon...).
     theirs, ours = recorded.get("_target_"), (optimizer or {}).get("_target_")
+    theirs = current_name(theirs) if isinstance(theirs, str) else theirs
     if theirs and ours and theirs != ours:
         raise ValueError(
             f"ckpt_path {path} holds the state of a {theirs} optimizer, but this run configures {ours}; resume with "

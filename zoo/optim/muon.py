@@ -8,7 +8,7 @@ optimizer. In YAML:
 
     model:
       optimizer:
-        _target_: zoo.tasks.muon.MuonWithAdamW
+        _target_: zoo.optim.muon.MuonWithAdamW
         _partial_: true
         lr: 2.0e-3
         betas: [0.9, 0.95]

@@ -4,7 +4,7 @@ Lightning's monitor synchronizes CUDA before reading the clock (otherwise a GPU 
 not work), keeps validation time out of the training rate, and averages over a window of steps. This subclass
 adds what it cannot know: each task's batch size and length (`batch_samples` / `batch_items` of
 `zoo.tasks.base.ZooTask`, tokens or images) and FLOPs per batch from the model (`batch_flops`); the MFU
-denominator on a CPU (where Lightning's table has no entry) measured by `zoo.tasks.throughput.peak_flops`;
+denominator on a CPU (where Lightning's table has no entry) measured by `zoo.callbacks.throughput.peak_flops`;
 and today's metric names:
 
 - train/tokens_per_sec (or train/images_per_sec): over all ranks;

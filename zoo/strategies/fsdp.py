@@ -3,7 +3,7 @@
 
 Why FSDP2 and not Lightning's `FSDPStrategy` (FSDP1): FSDP1 refuses to run on a CPU, so it could never be tested
 here, and with `use_orig_params` it hands the optimizer flattened 1-D shards, so the rule "no weight decay below
-2-D" (zoo.tasks.optim.param_groups) and Muon's matrices would see the wrong shapes. `fully_shard` keeps every
+2-D" (zoo.optim.param_groups.param_groups) and Muon's matrices would see the wrong shapes. `fully_shard` keeps every
 parameter a DTensor with its logical shape and name, shards it over the data-parallel mesh, and trains on CPU
 processes over gloo as on GPUs over NCCL.
 

@@ -1,0 +1,66 @@
+"""Completing the optimizer partial a config gives (Hydra `_partial_: true`) into an optimizer over parameter groups.
+
+What the config cannot know is added here: the network, for an optimizer that must see it (MuonWithAdamW), and the
+trainer's precision and clipping, which decide whether a fused kernel may be used. The learning rate and Adam's
+betas are checked first, so a bad value is a one-line error naming its config key rather than torch's own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+def build_optimizer(factory, params, trainer=None, model: nn.Module | None = None) -> torch.optim.Optimizer:
+    """Complete an optimizer partial. An optimizer whose constructor takes `model` (e.g. MuonWithAdamW, which
+    must know the network's block matrices) is given the network. Lightning refuses gradient clipping with a
+    fused optimizer under *-mixed precision (it assumes a grad scaler unscales inside step()), so there the
+    fused kernel is swapped for the foreach one, with a message; fp32 and bf16-true keep it."""
+    keywords = dict(getattr(factory, "keywords", {}))
+    extra = {"model": model} if model is not None and _takes_model(factory) else {}
+    lr = keywords.get("lr")
+    # torch says only "Invalid learning rate: -1"; the config key is what the user can change.
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
+        raise ValueError(f"model.optimizer.lr must be positive, got {lr!r}")
+    if "betas" in keywords:
+        check_betas(keywords["betas"])
+    if keywords.get("fused") and trainer is not None:
+        mixed = str(trainer.precision).endswith("-mixed")
+        if mixed and (trainer.gradient_clip_val or 0) > 0:
+            from lightning.pytorch.utilities import rank_zero_info
+
+            rank_zero_info(
+                "fused optimizer + gradient clipping is refused by Lightning under mixed precision; "
+                "using the foreach implementation instead"
+            )
+            return factory(params, fused=False, **extra)
+    return factory(params, **extra)
+
+
+def check_betas(betas) -> None:
+    """Adam's (beta1, beta2). torch indexes them before it checks them: `betas=[0.9]` was an IndexError from inside
+    AdamW (and MuonWithAdamW, which hands them on), naming no key."""
+    # Any sequence: a YAML list reaches here as an OmegaConf ListConfig when the config is instantiated without
+    # conversion.
+    pair = list(betas) if isinstance(betas, Sequence) and not isinstance(betas, str) else None
+    if pair is None or len(pair) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in pair):
+        shown = pair if pair is not None else betas
+        raise ValueError(
+            f"model.optimizer.betas must be two numbers in [0, 1) (beta1, beta2), got {shown!r}; "
+            "e.g. model.optimizer.betas=[0.9,0.95]"
+        )
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _takes_model(factory) -> bool:
+    try:
+        return "model" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
