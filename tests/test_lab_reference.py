@@ -1,6 +1,5 @@
-"""The count n-gram models of zoo/lab/baselines.py: their losses on tiny shakespeare (each order better than the last,
-near the reviewers' numbers), the closed form of the unigram, a finite loss for every token, proper distributions,
-and the windows the lab's val loss covers."""
+"""The count n-gram models of zoo/lab/baselines.py (their losses on tiny shakespeare, the closed form of the unigram,
+proper distributions, the windows the val loss covers) and metric names in words (zoo/lab/metric_names.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ from zoo.data import LanguageModelDataModule
 from zoo.data.windows import DisjointWindows
 from zoo.lab import baselines
 from zoo.lab.baselines import covered_windows, fit, log_probs, ngram_codes, score
+from zoo.lab.metric_names import describe, header
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +89,15 @@ def test_the_windows_are_those_the_val_loss_covers(shakespeare):
     assert (val[targets] == expected).all() and history[:3].tolist() == [1, 2, 3] and history.max() == 64
     assert len(covered_windows(dataset, 12, 1.0).starts) == len(dataset)  # a fraction: Lightning's rule
     assert len(covered_windows(dataset, 12, 0.5).starts) == (len(dataset) // 12 + 1) // 2 * 12
+
+
+# ---- metric names in words ---------------------------------------------------------------------------------------
+
+
+def test_metric_names_in_words_with_the_raw_key_once():
+    assert describe("probe/attn/logit_var/mean@init") == "variance of the attention logits at init (mean over layers)"
+    assert describe("probe/grad_group/attn.q@init") == "gradient norm of W_q at init"
+    assert describe("lab/loss_beyond@4x").startswith("validation loss at 4x the training length")
+    assert describe("some/unknown") == "some/unknown"
+    lab = {"metric_names": {"val/loss": "val loss (nats per character)"}}
+    assert header("val/loss", lab) == "val loss (nats per character) (`val/loss`)"
