@@ -1,16 +1,41 @@
-"""The count n-gram models of zoo/lab/baselines.py (their losses on tiny shakespeare, the closed form of the unigram,
-proper distributions, the windows the val loss covers) and metric names in words (zoo/lab/metric_names.py)."""
+"""What a lab arm must beat: the count n-gram models of zoo/lab/baselines.py (their losses on tiny shakespeare, the
+closed form of the unigram, proper distributions, the windows the val loss covers), the reference of a question
+(zoo/lab/reference.py) in the report (an arm at the unigram level did not learn: its claim checks are inconclusive,
+sanity checks and probes read at init are not), readable metric names and the per-seed CSV.
+
+Sweeps are made by hand in tmp_path as a lab multirun leaves them (no training), with a data section in the jobs'
+config_resolved.yaml so that the report computes the n-gram models of tiny shakespeare (which always resolves)."""
 
 from __future__ import annotations
 
+import csv
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from zoo.data import LanguageModelDataModule
 from zoo.data.windows import DisjointWindows
 from zoo.lab import baselines
 from zoo.lab.baselines import covered_windows, fit, log_probs, ngram_codes, score
 from zoo.lab.metric_names import describe, header
+from zoo.lab.reference import reference_config
+from zoo.lab.report import PER_SEED_CSV, SUMMARY_STAMP, write_report
+
+SEEDS = ["1", "2", "3", "4", "5"]
+CHAR_DATA = {
+    "_target_": "zoo.data.LanguageModelDataModule",
+    "dataset": "tinyshakespeare",
+    "tokenizer": "char",
+    "block_size": 64,
+    "batch_size": 12,
+    "val_fraction": 0.1,
+    "data_dir": None,  # ZOO_DATA_DIR and ZOO_CACHE_DIR of the test session
+    "cache_dir": None,
+}
+TRAINER = {"limit_val_batches": 20, "accumulate_grad_batches": 1, "devices": 1}
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +126,127 @@ def test_metric_names_in_words_with_the_raw_key_once():
     assert describe("some/unknown") == "some/unknown"
     lab = {"metric_names": {"val/loss": "val loss (nats per character)"}}
     assert header("val/loss", lab) == "val loss (nats per character) (`val/loss`)"
+
+
+# ---- the reference in the report, names in its table, the per-seed CSV -------------------------------------------
+
+
+def make_sweep(root: Path, values: dict[str, list[float]], checks: list[dict], lab: dict | None = None) -> Path:
+    """A char-LM sweep of points p (5 seeds each): val/loss per seed, a probe at init, the data of tiny shakespeare."""
+    lab = {
+        "name": "handmade",
+        "title": "hand-made",
+        "claim": "a is less than b",
+        "mode": "full",
+        "table": ["val/loss"],
+        "plots": [{"y": "val/loss", "x": "p"}],
+        "checks": checks,
+        "reference": {"kind": "ngram", "metric": "val/loss", "learned_below": 3},
+        **(lab or {}),
+    }
+    job = 0
+    for point, losses in values.items():
+        for seed, loss in zip(SEEDS, losses):
+            folder = root / str(job)
+            (folder / ".hydra").mkdir(parents=True)
+            overrides = [f"p={point}", f"seed={seed}"]
+            OmegaConf.save(OmegaConf.create(overrides), folder / ".hydra" / "overrides.yaml")
+            config = {"lab": lab, "data": {**CHAR_DATA, "seed": int(seed)}, "trainer": TRAINER}
+            OmegaConf.save(OmegaConf.create(config), folder / "config_resolved.yaml")
+            metrics = {"val/loss": loss, "probe/grad/first_over_last@init": 1.0 + 0.1 * job + (point == "a")}
+            record = {"metric": "val/loss", "value": loss, "overrides": overrides, "metrics": metrics}
+            (folder / "result.json").write_text(json.dumps(record))
+            job += 1
+    return root
+
+
+def spread(mean: float) -> list[float]:
+    return [mean + d for d in (-0.004, 0.002, 0.0, 0.003, -0.001)]
+
+
+CHECKS = [
+    {"name": "b beats a", "metric": "val/loss", "expect": "less", "points": [{"p": "b"}, {"p": "a"}]},
+    {"name": "b beats c", "metric": "val/loss", "expect": "less", "points": [{"p": "b"}, {"p": "c"}]},
+    {
+        "name": "a's gradient ratio at init is larger",
+        "metric": "probe/grad/first_over_last@init",
+        "expect": "greater",
+        "points": [{"p": "a"}, {"p": "b"}],
+        "smallest_effect": 0.0,
+    },
+    {
+        "name": "a is worse (sanity)",
+        "metric": "val/loss",
+        "expect": "greater",
+        "kind": "sanity",
+        "points": [{"p": "a"}, {"p": "b"}],
+    },
+]
+
+
+def test_an_arm_at_the_unigram_level_did_not_learn_and_its_claim_checks_are_inconclusive(tmp_path):
+    sweep = make_sweep(tmp_path / "sweep", {"a": spread(3.33), "b": spread(1.90), "c": spread(1.95)}, CHECKS)
+    path, outcome, plots = write_report(sweep)
+    text = path.read_text()
+    lines = text.splitlines()
+    claims = {line.split("**")[1]: line for line in lines if line.startswith("- **")}
+    # the arm at the unigram level: marked in the table, and its claim check inconclusive with the reason
+    row_a = next(line for line in lines if line.startswith("| a |"))
+    assert "did not learn (loss 3.33 ≥ trigram 2.0" in row_a
+    assert "beats the trigram" in next(line for line in lines if line.startswith("| b |"))
+    assert "inconclusive. p=a did not learn (loss 3.33 ≥ trigram" in claims["b beats a"]
+    # two arms below the trigram are decided as before; a probe read at init is not about learning
+    assert "supported" in claims["b beats c"].split(".")[0]
+    assert "supported" in claims["a's gradient ratio at init is larger"].split(".")[0]
+    assert "supported" in claims["a is worse (sanity)"].split(".")[0]  # sanity checks are unaffected
+    # the reference line under the table's heading: every order, and what was scored
+    reference = next(line for line in lines if line.startswith("**Reference** for val/loss: "))
+    assert "interpolated Kneser-Ney" in reference and "240 validation windows of 64 tokens" in reference
+    shown = reference.split(": ", 1)[1].split(". ", 1)[0]
+    values = dict(part.rsplit(" ", 1) for part in shown.split(", "))
+    assert list(values) == ["unigram", "bigram", "trigram", "4-gram"]
+    assert float(values["unigram"]) > float(values["trigram"]) > float(values["4-gram"])
+    assert outcome == "supported in part" and plots and plots[0].is_file()
+    stamp = json.loads(next(line for line in lines if line.startswith(SUMMARY_STAMP))[len(SUMMARY_STAMP) : -4])
+    assert stamp["did_not_learn"] == ["p=a"] and stamp["seeds"] == [5, 5] and stamp["outcome"] == outcome
+
+
+def test_without_a_reference_nothing_is_marked(tmp_path):
+    values = {"a": spread(3.33), "b": spread(1.90), "c": spread(1.95)}
+    sweep = make_sweep(tmp_path / "sweep", values, CHECKS, {"reference": None})
+    text = write_report(sweep)[0].read_text()
+    assert "did not learn" not in text and "Reference**" not in text and "vs reference" not in text
+
+
+def test_a_chance_reference_marks_an_arm_at_chance(tmp_path):
+    checks = [{"name": "b beats a", "metric": "val/acc", "expect": "greater", "points": [{"p": "b"}, {"p": "a"}]}]
+    lab = {"reference": {"kind": "chance", "metric": "val/acc", "num_classes": 10}, "table": ["val/acc"]}
+    sweep = make_sweep(tmp_path / "sweep", {"a": spread(0.45), "b": spread(0.9)}, checks, lab)
+    for folder in sweep.iterdir():  # accuracies: a near 0.09 (below chance), b near 0.9
+        record = json.loads((folder / "result.json").read_text())
+        record["metrics"]["val/acc"] = record["value"] / 5 if "p=a" in record["overrides"] else record["value"]
+        (folder / "result.json").write_text(json.dumps(record))
+    text = write_report(sweep)[0].read_text()
+    assert "**Reference** for val/acc: chance 0.1. Chance: 1/10 classes." in text
+    assert "inconclusive. p=a did not learn (validation accuracy 0.09 ≤ chance 0.1)" in text
+    assert "| b | 5 | " in text and "beats chance" in text
+
+
+def test_a_bad_reference_is_a_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match="learned_below"):
+        reference_config({"reference": {"kind": "ngram", "metric": "val/loss", "learned_below": 5}})
+    with pytest.raises(ValueError, match="kind"):
+        reference_config({"reference": {"kind": "oracle", "metric": "val/loss"}})
+    assert reference_config({"reference": None}) is None
+
+
+def test_the_table_names_metrics_in_words_and_the_per_seed_csv_has_every_job(tmp_path):
+    lab = {"metric_names": {"val/loss": "val loss in nats per character"}, "reference": None}
+    sweep = make_sweep(tmp_path / "sweep", {"a": spread(2.0), "b": spread(1.9)}, CHECKS[:1], lab)
+    text = write_report(sweep)[0].read_text()
+    assert "| p | seeds | val loss in nats per character (`val/loss`) |" in text
+    assert f"[{PER_SEED_CSV}]({PER_SEED_CSV})" in text
+    with (sweep / PER_SEED_CSV).open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 10 and {r["seed"] for r in rows} == set(SEEDS)
+    assert [float(r["val/loss"]) for r in rows if r["p"] == "b"] == pytest.approx(spread(1.9))
