@@ -1,7 +1,8 @@
 """What a lab arm must beat: the count n-gram models of zoo/lab/baselines.py (their losses on tiny shakespeare, the
 closed form of the unigram, proper distributions, the windows the val loss covers), the reference of a question
 (zoo/lab/reference.py) in the report (an arm at the unigram level did not learn: its claim checks are inconclusive,
-sanity checks and probes read at init are not), readable metric names and the per-seed CSV.
+sanity checks and probes read at init are not), readable metric names, the per-seed CSV, and the summary of
+docs/lab.md generated from the published sections.
 
 Sweeps are made by hand in tmp_path as a lab multirun leaves them (no training), with a data section in the jobs'
 config_resolved.yaml so that the report computes the n-gram models of tiny shakespeare (which always resolves)."""
@@ -21,6 +22,7 @@ from zoo.data.windows import DisjointWindows
 from zoo.lab import baselines
 from zoo.lab.baselines import covered_windows, fit, log_probs, ngram_codes, score
 from zoo.lab.metric_names import describe, header
+from zoo.lab.publish import SUMMARY_BEGIN, SUMMARY_END, publish, summary_rows, with_summary, write_summary
 from zoo.lab.reference import reference_config
 from zoo.lab.report import PER_SEED_CSV, SUMMARY_STAMP, write_report
 
@@ -250,3 +252,78 @@ def test_the_table_names_metrics_in_words_and_the_per_seed_csv_has_every_job(tmp
         rows = list(csv.DictReader(f))
     assert len(rows) == 10 and {r["seed"] for r in rows} == set(SEEDS)
     assert [float(r["val/loss"]) for r in rows if r["p"] == "b"] == pytest.approx(spread(1.9))
+
+
+# ---- the summary of docs/lab.md ----------------------------------------------------------------------------------
+
+
+OLD_SECTION = """<!-- measured:old -->
+Full run, 2026-12-01, on a CPU: `python -m zoo.lab run old`. 4 jobs, 120 s of job time in all (longest job 40 s).
+
+| p | seeds | m |
+|---|---|---|
+| a | 2 | 1.05 ± 0.071 |
+| b | 2 | 2.05 ± 0.071 |
+
+#### Verdict: holds
+
+- **a < b**: holds. 1.05 ± 0.071 vs 2.05 ± 0.071: diff +1 > 2 x spread 0.1
+<!-- /measured:old -->
+"""
+
+
+def test_the_summary_lists_every_section_from_its_stamp_or_as_decided_under_the_earlier_rule(tmp_path):
+    docs = tmp_path / "docs" / "lab.md"
+    docs.parent.mkdir()
+    pending = "<!-- measured:pending -->\nNot run yet.\n<!-- /measured:pending -->\n"
+    docs.write_text(
+        "# Lab\n\nIntro.\n\n## How\n\n<!-- measured:handmade -->\nPending.\n<!-- /measured:handmade -->\n\n"
+        + OLD_SECTION
+        + pending
+    )
+    assert write_summary(docs) == 3  # the markers go in before the first `## ` heading
+    text = docs.read_text()
+    assert text.index(SUMMARY_BEGIN) < text.index("## How") and text.count(SUMMARY_END) == 1
+    sweep = make_sweep(tmp_path / "sweep", {"a": spread(3.33), "b": spread(1.90), "c": spread(1.95)}, CHECKS)
+    publish(sweep, docs)  # rewrites the summary
+    rows = {r["question"].split("`")[1]: r for r in summary_rows(docs.read_text())}
+    assert rows["handmade"]["outcome"] == "supported in part" and rows["handmade"]["seeds"] == "5"
+    assert rows["handmade"]["did not learn"].startswith("1 of 3 (val/loss ≥ trigram 2.0")
+    assert rows["handmade"]["did not learn"].endswith("): p=a")
+    assert rows["handmade"]["checks"] == "2 supported, 0 contradicted, 1 inconclusive"
+    assert rows["old"]["outcome"] == "decided under the earlier rule (then: holds)"
+    assert (
+        rows["old"]["seeds"] == "2"
+        and rows["old"]["jobs"] == "4 jobs, 120 s"
+        and rows["old"]["run"].startswith("Full run")
+    )
+    assert rows["old"]["did not learn"] == "not checked (no such question)"
+    assert rows["pending"]["outcome"] == "not measured yet"
+    text = docs.read_text()
+    summary = text[text.index(SUMMARY_BEGIN) : text.index(SUMMARY_END)]
+    assert "| `handmade`: handmade | supported in part |" in summary
+    assert with_summary(text) == text  # regenerating changes nothing
+    # the per-seed CSV went beside the plots, and the section links it there
+    assert (docs.parent / "lab" / "handmade" / PER_SEED_CSV).is_file()
+    assert f"](lab/handmade/{PER_SEED_CSV})" in text
+
+
+RESIDUAL_SECTION = """<!-- measured:residual -->
+Full run, 2026-12-01, on a CPU: `python -m zoo.lab run residual`. 12 jobs, 625 s of job time in all (longest job 107 s).
+
+| n_layer | residual | seeds | val/loss | lab/loss_end |
+|---|---|---|---|---|
+| 2 | True | 2 | 1.962 ± 0.00025 | 2.062 ± 0.0052 |
+| 2 | False | 2 | 3.329 ± 0.0011 | 3.306 ± 0.0078 |
+
+#### Verdict: holds in part
+<!-- /measured:residual -->
+"""
+
+
+def test_a_section_of_the_earlier_rule_is_checked_against_the_reference_by_its_published_means():
+    (row,) = summary_rows(RESIDUAL_SECTION)
+    assert row["outcome"] == "decided under the earlier rule (then: holds in part)" and row["seeds"] == "2"
+    # the question's config (char LM windows of 64, 20 batches of 12): the trigram near 2.02
+    assert row["did not learn"].startswith("1 of 2 by its table's means (val/loss ≥ trigram 2.0")
+    assert row["did not learn"].endswith("): n_layer=2, residual=False")
