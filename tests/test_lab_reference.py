@@ -239,7 +239,22 @@ def test_a_bad_reference_is_a_one_line_error(tmp_path):
         reference_config({"reference": {"kind": "ngram", "metric": "val/loss", "learned_below": 5}})
     with pytest.raises(ValueError, match="kind"):
         reference_config({"reference": {"kind": "oracle", "metric": "val/loss"}})
+    with pytest.raises(ValueError, match="exempt"):
+        reference_config({"reference": {"kind": "ngram", "metric": "val/loss", "exempt": "*@init"}})
+    with pytest.raises(ValueError, match="lower or higher"):
+        reference_config({"reference": {"kind": "value", "metric": "probe/x", "value": 1.0}})
     assert reference_config({"reference": None}) is None
+
+
+def test_a_reference_that_cannot_be_computed_is_said_and_decides_nothing(tmp_path):
+    sweep = make_sweep(tmp_path / "sweep", {"a": spread(3.33), "b": spread(1.90), "c": spread(1.95)}, CHECKS)
+    for config in sweep.glob("*/config_resolved.yaml"):  # 12-grams of 65 characters do not fit in 63 bits
+        saved = OmegaConf.load(config)
+        saved.lab.reference.orders = 12
+        OmegaConf.save(saved, config)
+    text = write_report(sweep)[0].read_text()
+    assert "Reference for val/loss not computed: 12-grams over a vocabulary of 65 do not fit in 63 bits" in text
+    assert "did not learn" not in text and "**b beats a**: supported" in text
 
 
 def test_the_table_names_metrics_in_words_and_the_per_seed_csv_has_every_job(tmp_path):

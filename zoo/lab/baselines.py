@@ -225,6 +225,7 @@ def baselines(
     windows: Windows | None = None,
 ) -> Baselines:
     """Orders 1..`orders`, each fitted on `train` and scored on `val` (the windows, else the whole split)."""
+    _check_fits(orders, vocab_size)  # before fitting anything
     losses = {n: score(fit(train, n, vocab_size, method), val, windows) for n in range(1, orders + 1)}
     if windows is None:
         scored, predicted = f"the whole validation split ({len(val) - 1} predicted tokens)", len(val) - 1

@@ -100,6 +100,10 @@ def reference_config(lab: dict) -> dict | None:
         raise ValueError(f"{where}: kind value needs a number `value`, got {ref.get('value')!r}")
     if ref.get("better") not in (None, "lower", "higher"):
         raise ValueError(f"{where}: better must be lower or higher, got {ref['better']!r}")
+    patterns = ref.get("exempt", list(DEFAULT_EXEMPT))
+    if patterns is not None and not (isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)):
+        raise ValueError(f"{where}: exempt must be a list of metric patterns (e.g. ['*@init']), got {patterns!r}")
+    _lower_is_better(ref)  # says now when it cannot tell which way is better
     return {**ref, "orders": orders, "learned_below": below}
 
 
@@ -189,9 +193,11 @@ def _ngram(ref: dict, config: dict) -> Reference:
     windows = baselines.covered_windows(
         val_set, int(data_cfg.get("batch_size", 1)) // share, trainer.get("limit_val_batches")
     )
-    result = baselines.baselines(
-        train, np.asarray(val_set.tokens), vocab, ref["orders"], ref.get("method", baselines.DEFAULT_METHOD), windows
-    )
+    try:
+        method = ref.get("method", baselines.DEFAULT_METHOD)
+        result = baselines.baselines(train, np.asarray(val_set.tokens), vocab, ref["orders"], method, windows)
+    except ValueError as err:  # e.g. 4-grams of a 50k vocabulary do not fit in 63 bits
+        raise UnavailableError(str(err)) from None
     method = "interpolated Kneser-Ney" if result.method == "kneser_ney" else "interpolated absolute discounting"
     name = data_cfg.get("dataset") or "the text"
     tokens = data_cfg.get("tokenizer", "")
