@@ -1,4 +1,4 @@
-"""python -m zoo.lab list | report <sweep_dir> | run <name> [--quick] [overrides...]"""
+"""python -m zoo.lab list | report <sweep_dir> | run <name> [--quick] [overrides...] | publish <sweep_dir> | summary"""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def cmd_publish(args) -> int:
         raise ValueError("publish needs a sweep directory (or --notes-only)")
     name, outcome = publish(args.sweep_dir, args.docs)
     print(f"{args.docs}: measured results of '{name}' (verdict: {outcome})")
+    return 0
+
+
+def cmd_summary(args) -> int:
+    from .publish import write_summary
+
+    print(f"{args.docs}: summary of {write_summary(args.docs)} measured section(s)")
     return 0
 
 
@@ -145,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     publish.add_argument("--docs", default=str(ROOT / "docs" / "lab.md"), help="the lab document (docs/lab.md)")
     publish.set_defaults(fn=cmd_publish)
+    summary = sub.add_parser("summary", help="rewrite the summary table at the top of docs/lab.md from its sections")
+    summary.add_argument("docs", nargs="?", default=str(ROOT / "docs" / "lab.md"), help="the lab document")
+    summary.set_defaults(fn=cmd_summary)
     run = sub.add_parser("run", help="run a question's sweep (train.py -m experiment=lab/<name>) and its report")
     run.add_argument("name")
     run.add_argument("--quick", action="store_true", help="a budget of seconds: tiny steps, few val batches")

@@ -1,11 +1,15 @@
 """PNG plots of a lab sweep (matplotlib, headless): a metric against a swept parameter, one line per value of
-another (mean over seeds, error bars = seed spread); or a curve each job recorded (e.g. loss per position)."""
+another (mean over seeds, error bars = seed spread); or a curve each job recorded (e.g. loss per position).
+The axes are labelled with the metrics in words (zoo/lab/metric_names.py), and a plot of the metric of the question's
+reference (zoo/lab/reference.py) draws its lines across: the n-gram losses, or chance; the one an arm must beat
+dashed."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from .metric_names import describe
 from .sweep import Sweep, short
 
 
@@ -34,7 +38,32 @@ def _legend(series_param, value, metric, several_metrics: bool) -> str | None:
     return ", ".join(parts) or None
 
 
-def plot_points(sweep: Sweep, spec: dict, path: Path) -> Path:
+def reference_lines(ax, references, metrics: list[str]) -> None:
+    """The references of the plotted metric as horizontal lines, each labelled at its left end; one line per
+    distinct value (points that differ in their data may have their own)."""
+    drawn = set()
+    for ref in references:
+        if ref.metric not in metrics:
+            continue
+        for label, value in ref.lines:
+            if (label, value) in drawn:
+                continue
+            drawn.add((label, value))
+            bar = (label, value) == ref.bar
+            ax.axhline(value, color="dimgrey", linestyle="--" if bar else ":", linewidth=1.1 if bar else 0.8)
+            ax.text(
+                0.01,
+                value,
+                f"{label} {value:.3g}",
+                transform=ax.get_yaxis_transform(),
+                fontsize=7,
+                color="dimgrey",
+                va="bottom",
+                ha="left",
+            )
+
+
+def plot_points(sweep: Sweep, spec: dict, path: Path, references=()) -> Path:
     """spec: {y: metric (or a list: one line each), x: parameter, series: parameter (optional), logx, logy, title}."""
     plt = _pyplot()
     x_param, series_param = spec["x"], spec.get("series")
@@ -63,7 +92,7 @@ def plot_points(sweep: Sweep, spec: dict, path: Path) -> Path:
                 yerr=[errs[i] for i in order],
                 marker="o",
                 capsize=3,
-                label=_legend(series_param, name, metric, len(metrics) > 1),
+                label=_legend(series_param, name, describe(metric, sweep.lab), len(metrics) > 1),
             )
     if not numeric:
         ax.set_xticks(range(len(x_values)), x_values, rotation=20)
@@ -71,9 +100,11 @@ def plot_points(sweep: Sweep, spec: dict, path: Path) -> Path:
         ax.set_xscale("log", base=2)
     if spec.get("logy"):
         ax.set_yscale("log")
+    reference_lines(ax, references, metrics)
     ax.set_xlabel(short(x_param))
-    ax.set_ylabel(spec.get("y_label", metrics[0]))
-    ax.set_title(spec.get("title", f"{metrics[0]} vs {short(x_param)}"), fontsize=10)
+    words = describe(metrics[0], sweep.lab)
+    ax.set_ylabel(spec.get("y_label", words if words == metrics[0] else f"{words}\n({metrics[0]})"), fontsize=8)
+    ax.set_title(spec.get("title", f"{words} vs {short(x_param)}"), fontsize=10)
     if series_param or len(metrics) > 1:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -118,13 +149,17 @@ def plot_curves(sweep: Sweep, spec: dict, path: Path) -> Path:
     return path
 
 
-def write_plots(sweep: Sweep) -> list[Path]:
+def write_plots(sweep: Sweep, references: dict | None = None) -> list[Path]:
+    """Every plot of the question's `lab.plots`; `references`: point -> its Reference (zoo/lab/reference.py)."""
+    distinct = list({id(r): r for r in (references or {}).values()}.values())
     written = []
     for i, spec in enumerate(sweep.lab.get("plots", [])):
         y = spec.get("y")
         title = spec.get("curve") or (y[0] if isinstance(y, list) else y) or (spec.get("curves") or ["plot"])[0]
         path = sweep.directory / f"lab_{i + 1}_{_slug(title)}.png"
         written.append(
-            plot_curves(sweep, spec, path) if "curve" in spec or "curves" in spec else plot_points(sweep, spec, path)
+            plot_curves(sweep, spec, path)
+            if "curve" in spec or "curves" in spec
+            else plot_points(sweep, spec, path, distinct)
         )
     return written

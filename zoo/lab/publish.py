@@ -11,10 +11,17 @@ writing the document fails).
 
 A section published before the current decision rule (it lacks report.RULE_STAMP) gets a note at its top, written by
 `earlier_rule_notes` whenever anything is published (or by `python -m zoo.lab publish --notes-only`): its verdict was
-decided under the earlier rule and has not been re-run, and the per-seed numbers to re-decide it were not kept."""
+decided under the earlier rule and has not been re-run, and the per-seed numbers to re-decide it were not kept.
+
+The per-seed results (report.PER_SEED_CSV) are copied beside the plots and linked from the section. The summary at
+the top of the document, between `<!-- lab-summary-table -->` and `<!-- /lab-summary-table -->`, is generated from
+the sections: their report.SUMMARY_STAMP (outcome, claim checks, seeds, arms that did not learn, job time), or, for
+a section decided under the earlier rule, what its own generated text says (`summary_rows`). Every publish rewrites
+it; `python -m zoo.lab summary [docs/lab.md]` rewrites it alone (and puts the markers in when they are missing)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -27,7 +34,16 @@ from pathlib import Path
 import torch
 
 from . import stats
-from .report import RULE_STAMP, build_report, changed_overrides, shown_overrides, wall_line, writable
+from .report import (
+    PER_SEED_CSV,
+    RULE_STAMP,
+    SUMMARY_STAMP,
+    build_report,
+    changed_overrides,
+    shown_overrides,
+    wall_line,
+    writable,
+)
 from .sweep import Sweep, load_sweep
 
 
@@ -135,7 +151,7 @@ def run_line(sweep: Sweep, name: str) -> str:
 
 def measured_block(sweep: Sweep, report: str, plots: list[Path], name: str) -> str:
     """The report from its measured table to the end of the verdict, under the run line; headings one level down,
-    plot links pointing into docs/lab/<name>/."""
+    links to the plots (and the per-seed CSV) pointing into docs/lab/<name>/."""
     lines = report.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("### Measured"))
     body = [line.replace("### ", "#### ", 1) if line.startswith("### ") else line for line in lines[start:]]
@@ -204,10 +220,165 @@ def publish(sweep_dir: str | Path, docs: str | Path) -> tuple[str, str]:
     image_dir = docs.parent / "lab" / name
     _check_writable(docs, image_dir)
     try:
-        report, outcome, plots = build_report(sweep)  # the plots are drawn in the sweep directory
+        report, outcome, plots = build_report(sweep)  # the plots and the per-seed CSV go into the sweep directory
+        files = [*plots, sweep.directory / PER_SEED_CSV]
         begin, end = markers(name)
-        document = f"{before}{begin}\n{measured_block(sweep, report, plots, name)}{end}{after}"
-        _swap_in(docs, earlier_rule_notes(document), plots, image_dir)
+        document = f"{before}{begin}\n{measured_block(sweep, report, files, name)}{end}{after}"
+        document = earlier_rule_notes(document)
+        _swap_in(docs, with_summary(document) if SUMMARY_BEGIN in document else document, files, image_dir)
     except OSError as err:
         raise ValueError(f"{err.filename or docs}: {err.strerror or err}; nothing was published") from None
     return name, outcome
+
+
+# ---- the summary at the top of docs/lab.md ----------------------------------------------------------------------
+
+SUMMARY_BEGIN, SUMMARY_END = "<!-- lab-summary-table -->", "<!-- /lab-summary-table -->"
+SUMMARY_HEADING = "## Summary of the measured results"
+_RUN = re.compile(r"^(Full run|Run with overrides|Incomplete run)\b.*?, (\d{4}-\d{2}-\d{2}), on ")
+_JOBS = re.compile(r"(\d+) jobs, (\d+) s of job time in all")  # report.wall_line
+_OLD_VERDICT = re.compile(r"^#### Verdict: (.+)$", flags=re.MULTILINE)
+
+
+def _title(name: str) -> str:
+    from .questions import question, question_names
+
+    return question(name).get("title", name) if name in question_names() else name
+
+
+def _first_table(body: str) -> list[list[str]]:
+    rows = []
+    for line in body.splitlines():
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif rows:
+            break
+    return rows
+
+
+def published_shortfalls(name: str, body: str, references: dict | None = None) -> str:
+    """For a section decided under the earlier rule: which of its points did not beat the question's reference, by
+    the means its own table shows, the reference computed for the question's config as it is now (a full run ran
+    that config; a run with overrides is not checked). `references` memoizes the references by data."""
+    from .questions import composed_config, question_names
+    from .reference import UnavailableError, compute, data_identity, reference_config
+
+    if name not in question_names():
+        return "not checked (no such question)"
+    if not re.search(r"^Full run\b", body, flags=re.MULTILINE):
+        return "not checked (not a full run of the question's config)"
+    config = composed_config(name)
+    ref = reference_config(config.get("lab") or {})
+    table = _first_table(body)
+    if ref is None or len(table) < 3 or ref["metric"] not in table[0] or "seeds" not in table[0]:
+        return "not checked (no reference for its table)"
+    references = {} if references is None else references
+    identity = json.dumps([ref, data_identity(config)], sort_keys=True, default=str)
+    if identity not in references:
+        try:
+            references[identity] = compute(ref, config)
+        except UnavailableError as why:
+            references[identity] = f"not checked ({why})"
+    reference = references[identity]
+    if isinstance(reference, str):
+        return reference
+    column, swept = table[0].index(ref["metric"]), table[0][: table[0].index("seeds")]
+    short, points = [], 0
+    for row in table[2:]:
+        mean = re.match(r"^[-+]?\d[\d.]*(?:e[-+]?\d+)?", row[column] if len(row) > column else "")
+        if mean is None:
+            continue
+        points += 1
+        if reference.shortfall(float(mean.group(0))):
+            short.append(", ".join(f"{k}={v}" for k, v in zip(swept, row)))
+    listed = f": {'; '.join(short)}" if short else ""
+    return f"{len(short)} of {points} by its table's means ({reference.bar_text()}){listed}"
+
+
+def summary_rows(document: str) -> list[dict[str, str]]:
+    """One row per measured section of the document, in its order: the question, its outcome, the claim checks,
+    seeds per point, the arms that did not learn, jobs and job time, and the run (its kind and date)."""
+    rows = []
+    references: dict = {}  # computed once per question data (published_shortfalls)
+    for match in _BLOCK.finditer(document):
+        _, name, body, _ = match.groups()
+        row = {"question": f"`{name}`: {_title(name)}", "checks": "", "seeds": "", "did not learn": "", "jobs": ""}
+        run = next((_RUN.match(line) for line in body.splitlines() if _RUN.match(line)), None)
+        row["run"] = f"{run.group(1)}, {run.group(2)}" if run else ""
+        stamp = next((line for line in body.splitlines() if line.startswith(SUMMARY_STAMP)), None)
+        if stamp is not None:
+            facts = json.loads(stamp[len(SUMMARY_STAMP) :].rsplit("-->", 1)[0])
+            row["outcome"] = facts["outcome"]
+            row["checks"] = ", ".join(f"{n} {o}" for o, n in facts["checks"].items())
+            low, high = facts["seeds"]
+            row["seeds"] = f"{low}" if low == high else f"{low} to {high}"
+            unlearned = facts.get("did_not_learn") or []
+            if facts.get("reference"):
+                listed = f": {'; '.join(unlearned)}" if unlearned else ""
+                row["did not learn"] = f"{len(unlearned)} of {facts['points']} ({facts['reference']}){listed}"
+            else:
+                row["did not learn"] = "no reference"
+            if facts.get("job_time_s") is not None:
+                row["jobs"] = f"{facts['jobs']} jobs, {facts['job_time_s']} s"
+        elif "Verdict:" in body:  # decided under the earlier rule: what its own text says
+            verdict = _OLD_VERDICT.search(body)
+            row["outcome"] = "decided under the earlier rule" + (f" (then: {verdict.group(1)})" if verdict else "")
+            row["checks"] = "not recorded"
+            seeds = _seed_counts(body)
+            row["seeds"] = (
+                "" if not seeds else f"{min(seeds)}" if min(seeds) == max(seeds) else f"{min(seeds)} to {max(seeds)}"
+            )
+            row["did not learn"] = published_shortfalls(name, body, references)
+            jobs = _JOBS.search(body)
+            row["jobs"] = f"{jobs.group(1)} jobs, {jobs.group(2)} s" if jobs else ""
+        else:
+            row["outcome"] = "not measured yet"
+        rows.append(row)
+    return rows
+
+
+def summary_block(document: str) -> str:
+    """The summary between its markers: a heading, where it comes from, and the table."""
+    columns = ["question", "outcome", "claim checks", "seeds per point", "arms that did not learn", "job time", "run"]
+    keys = ["question", "outcome", "checks", "seeds", "did not learn", "jobs", "run"]
+    lines = [
+        SUMMARY_BEGIN,
+        SUMMARY_HEADING,
+        "",
+        "Generated from the Measured sections below by `python -m zoo.lab summary docs/lab.md` (and by every "
+        "`publish`); not edited by hand. An arm that did not learn did not beat its question's reference (for the "
+        "character LMs, a count trigram model scored on the same validation windows): under the current rule the "
+        "claim checks on it are inconclusive. For a section decided under the earlier rule they are counted from "
+        "its table's means, against the reference of the question's config as it is now.",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+    ]
+    for row in summary_rows(document):
+        lines.append("| " + " | ".join(row.get(k, "") or "" for k in keys) + " |")
+    return "\n".join([*lines, SUMMARY_END])
+
+
+def with_summary(document: str) -> str:
+    """The document with its summary rewritten between the markers, or put before its first `## ` heading."""
+    if SUMMARY_BEGIN in document and SUMMARY_END in document:
+        before, rest = document.split(SUMMARY_BEGIN, 1)
+        after = rest.split(SUMMARY_END, 1)[1]
+        return before + summary_block(document) + after
+    lines = document.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))
+    return "\n".join([*lines[:first], summary_block(document), "", *lines[first:]])
+
+
+def write_summary(docs: str | Path) -> int:
+    """Rewrite the summary of `docs`; returns the number of sections it lists."""
+    docs = Path(docs)
+    if not docs.is_file():
+        raise ValueError(f"{docs} not found; pass the path of docs/lab.md")
+    before = docs.read_text()
+    after = with_summary(before)
+    if after != before:
+        if not writable(docs):
+            raise ValueError(f"{docs} is read-only; make it writable (chmod u+w {docs})")
+        _write_atomically(docs, after)
+    return len(summary_rows(after))

@@ -23,3 +23,21 @@ def question(name: str) -> dict:
     if lab is None:
         raise ValueError(f"{QUESTIONS_DIR / name}.yaml has no `lab` section (title, claim, checks, quick)")
     return OmegaConf.to_container(lab, resolve=False)
+
+
+def composed_config(name: str) -> dict:
+    """The question's whole config as `python -m zoo.lab run <name>` composes it (train.yaml with
+    experiment=lab/<name>), unresolved; the data and cache folders left to the environment (ZOO_DATA_DIR,
+    ZOO_CACHE_DIR) and the seed dropped, so that its data can be built outside a run."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    question(name)  # a one-line error for an unknown name
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(QUESTIONS_DIR.parents[1]), version_base="1.3"):
+        config = OmegaConf.to_container(compose(config_name="train", overrides=[f"experiment=lab/{name}"]))
+    data = config.get("data") or {}
+    data.update({k: None for k in ("data_dir", "cache_dir") if k in data})
+    data.pop("seed", None)
+    return config

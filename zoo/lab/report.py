@@ -7,7 +7,10 @@ written into the sweep directory.
 
 from __future__ import annotations
 
+import csv
+import json
 import logging
+import math
 import os
 import stat
 from dataclasses import replace
@@ -16,8 +19,9 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from . import stats
-from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, verdict
+from . import reference, stats
+from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, select, verdict
+from .metric_names import header
 from .plots import write_plots
 from .sweep import Sweep, Unfinished, load_sweep, short
 
@@ -26,6 +30,9 @@ log = logging.getLogger(__name__)
 # The decision rule in one paragraph, under every verdict. RULE_STAMP marks text decided under it: publish notes the
 # sections of docs/lab.md that lack it (they were decided under an earlier rule).
 RULE_STAMP = "<!-- lab-rule: t interval, Holm, 5 seeds -->"
+# The report's facts for the summary of docs/lab.md (publish.summary), as JSON after this prefix on one line.
+SUMMARY_STAMP = "<!-- lab-summary: "
+PER_SEED_CSV = "lab_per_seed.csv"  # one row per job, beside the plots
 RULE_TEXT = (
     "Each check gives its effect with a 95% confidence interval (paired t over the seeds both points ran, Welch t "
     "otherwise; a `factor` is tested on the log ratio). A claim check is supported when the effect clears the "
@@ -41,15 +48,56 @@ def check_metrics(lab: dict) -> list[str]:
     return list(dict.fromkeys([*lab.get("table", []), *named]))
 
 
-def table(sweep: Sweep, metrics: list[str]) -> list[str]:
+def table(
+    sweep: Sweep,
+    metrics: list[str],
+    found: dict[tuple, reference.Reference] | None = None,
+    not_learned: dict[tuple, str] | None = None,
+) -> list[str]:
+    """Mean ± sd per point; with a reference, a last column saying whether the point beat it."""
     stats = sweep.stats(metrics)
-    head = [short(k) for k in sweep.swept] + ["seeds"] + metrics
+    head = [short(k) for k in sweep.swept] + ["seeds"] + [header(m, sweep.lab) for m in metrics]
+    head += ["vs reference"] if found else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, params in sweep.points.items():
         cells = [params.get(k, "") for k in sweep.swept] + [str(len(sweep.members[key]))]
         cells += [str(stats[key][m]) if m in stats[key] else "n/a" for m in metrics]
+        if found:
+            ref = found.get(key)
+            stat = sweep.stat(key, ref.metric) if ref else None
+            bar = ref.bar[0] if ref and ref.bar[0] == "chance" else f"the {ref.bar[0]}" if ref else ""
+            beats = "n/a" if stat is None else f"beats {bar}" if math.isfinite(stat.mean) else "diverged"
+            cells.append((not_learned or {}).get(key) or beats)
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def references(sweep: Sweep) -> tuple[dict[tuple, reference.Reference], dict[tuple, str], list[str]]:
+    """(point -> its reference, point -> 'did not learn (...)' for the points that do not beat it, the lines that
+    show the reference under the table's heading); all empty without a reference (zoo/lab/reference.py)."""
+    found, lines = reference.for_sweep(sweep)
+    not_learned = {}
+    for key, ref in found.items():
+        stat = sweep.stat(key, ref.metric)
+        text = ref.shortfall(stat.mean) if stat is not None else None
+        if text:
+            not_learned[key] = text
+    return found, not_learned, lines
+
+
+def write_per_seed_csv(sweep: Sweep, metrics: list[str]) -> Path:
+    """One row per job: its folder, the swept parameters, its seed, its job time and the metrics (raw keys)."""
+    seed_key = sweep.lab.get("seed_key", "seed")
+    path = sweep.directory / PER_SEED_CSV
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["job", *sweep.swept, seed_key, "job_time_s", *metrics])
+        for job in sweep.jobs:
+            wall = "" if job.wall_s is None else f"{job.wall_s:.1f}"
+            values = [repr(job.metrics[m]) if m in job.metrics else "" for m in metrics]
+            row = [job.directory.name, *[job.params.get(k, "") for k in sweep.swept], job.params.get(seed_key, "")]
+            writer.writerow([*row, wall, *values])
+    return path
 
 
 def wall_line(sweep: Sweep) -> str:
@@ -78,16 +126,25 @@ def _job_text(sweep: Sweep, job: Unfinished) -> str:
     return f"job {job.name} (" + ", ".join(f"{short(k)}={job.params[k]}" for k in varying) + ")"
 
 
-def _left_undecided(result: CheckResult, check: dict, sweep: Sweep) -> CheckResult:
-    """A check on a point that lost a seed is not decided: the missing seed could have changed it."""
+def _left_undecided(
+    result: CheckResult, check: dict, sweep: Sweep, not_learned: dict[tuple, str] | None = None
+) -> CheckResult:
+    """A check is not decided on a point that lost a seed (the missing seed could have changed it), nor, if it is a
+    claim check, on a point that did not learn (it did not beat the question's reference: zoo/lab/reference.py)."""
+    reasons = []
     hit = [u for u in sweep.unfinished if u.params is None or any(matches(u.params, s) for s in check["points"])]
-    if not hit:
+    if hit:
+        reasons.append(", ".join(_job_text(sweep, u) for u in hit) + " left no result")
+    ref = reference.reference_config(sweep.lab) if not_learned else None
+    if ref and result.kind == "claim" and not reference.exempt(check, ref):
+        keys = [select(sweep.points, s, f"check '{result.name}'") for s in check["points"]]
+        reasons += [f"{sweep.label(k)} {not_learned[k]}" for k in dict.fromkeys(keys) if k in not_learned]
+    if not reasons:
         return result
-    jobs = ", ".join(_job_text(sweep, u) for u in hit)
     return replace(
         result,
         outcome="inconclusive",
-        detail=f"{jobs} left no result (measured: {result.detail})",
+        detail=f"{'; '.join(reasons)} (measured: {result.detail})",
         p_support=None,
         p_contradict=None,
     )
@@ -102,15 +159,44 @@ def check_lines(results: list[CheckResult]) -> list[str]:
     return lines
 
 
+def summary_stamp(
+    sweep: Sweep,
+    outcome: str,
+    claims: list[CheckResult],
+    found: dict[tuple, reference.Reference],
+    not_learned: dict[tuple, str],
+) -> str:
+    """The facts the summary of docs/lab.md lists, on one line (JSON inside an HTML comment)."""
+    seeds = [len(jobs) for jobs in sweep.members.values()]
+    times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
+    facts = {
+        "question": sweep.lab.get("name", sweep.directory.name),
+        "outcome": outcome,
+        "checks": {o: sum(r.outcome == o for r in claims) for o in OUTCOMES},
+        "seeds": [min(seeds), max(seeds)],
+        "jobs": len(sweep.jobs),
+        "unfinished": len(sweep.unfinished),
+        "job_time_s": round(sum(times)) if times else None,
+        "did_not_learn": [sweep.label(k) for k in not_learned],
+        "reference": "; ".join(dict.fromkeys(r.bar_text() for r in found.values())) or None,
+        "points": len(sweep.points),
+    }
+    return SUMMARY_STAMP + json.dumps(facts) + " -->"
+
+
 def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lab = sweep.lab
     metrics = check_metrics(lab)
     samples = sweep.samples(metrics)
     checks = lab.get("checks", [])
-    results = [_left_undecided(evaluate(c, samples, sweep.points, i, lab), c, sweep) for i, c in enumerate(checks)]
+    found, not_learned, reference_lines = references(sweep)
+    results = [
+        _left_undecided(evaluate(c, samples, sweep.points, i, lab), c, sweep, not_learned) for i, c in enumerate(checks)
+    ]
     results = decide(results)  # Holm's correction over the claim checks that a test could decide
     outcome = verdict(results)
-    plots = write_plots(sweep)
+    plots = write_plots(sweep, found)
+    csv_path = write_per_seed_csv(sweep, metrics)
     lines = [f"## {lab.get('title', lab.get('name', sweep.directory.name))}", ""]
     if lab.get("mode") == "quick":
         lines += [
@@ -124,7 +210,10 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lines += [f"Sweep: `{sweep.directory}`. " + wall_line(sweep), ""]
     if shown_overrides(sweep):
         lines += ["Overrides: `" + " ".join(shown_overrides(sweep)) + "`", ""]
-    lines += ["### Measured (mean ± sample standard deviation over seeds)", "", *table(sweep, metrics), ""]
+    lines += ["### Measured (mean ± sample standard deviation over seeds)", ""]
+    lines += [*reference_lines, ""] if reference_lines else []
+    lines += [*table(sweep, metrics, found, not_learned), ""]
+    lines += [f"Per-seed results: [{csv_path.name}]({csv_path.name}).", ""]
     if sweep.unfinished:
         total = len(sweep.jobs) + len(sweep.unfinished)
         lines += [
@@ -140,6 +229,7 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
         f"### Verdict: {outcome}",
         "",
         RULE_STAMP,
+        summary_stamp(sweep, outcome, claims, found, not_learned),
         f"Claim checks: {counts} (of {len(claims)}). {RULE_TEXT}",
         "",
         *check_lines(claims),

@@ -1,0 +1,255 @@
+"""Reference lines of a lab question: what an arm must beat before its numbers say anything about the claim.
+
+A question states its reference in its config, `lab.reference`:
+
+    reference: {kind: ngram, metric: val/loss, learned_below: 3}    # character LMs (lab/common/char_lm.yaml)
+    reference: {kind: chance, metric: val/acc}                      # classifiers: 1 / num_classes
+    reference: {kind: value, metric: val/bleu, value: 1.0, label: "...", better: higher}   # any fixed number
+
+- `ngram`: count n-gram models of orders 1..`orders` (default 4) fitted on the data's training split and scored on
+  the windows the val loss covers (zoo/lab/baselines.py), with the data and budget of the jobs themselves (their
+  config_resolved.yaml); `learned_below` is the order an arm must beat (3: the trigram); `method` kneser_ney
+  (default) or absolute.
+- `chance`: 1 / `num_classes` (else the model's `num_classes` / `num_labels` in the jobs' config), or `value`.
+- `value`: a number from the config, for metrics without a cheap baseline (translation BLEU); `better` says which
+  way is better (default: lower for a loss, higher for accuracy and BLEU).
+
+An arm (a point of the sweep) whose mean of the reference's metric does not beat it **did not learn**: the table
+says so, and every claim check on that arm is inconclusive, whatever its metric, except the metrics matched by
+`exempt` (shell-style patterns, default `*@init`: what a probe read before the first step does not depend on what
+the arm learned later). A diverged arm (a non-finite mean) is left to the checks' own rule for divergence. Sanity
+checks are never affected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from fnmatch import fnmatch
+
+import numpy as np
+
+from . import baselines
+from .metric_names import describe
+
+KINDS = ("ngram", "chance", "value")
+DEFAULT_EXEMPT = ("*@init",)
+_KEYS = {"kind", "metric", "learned_below", "orders", "method", "num_classes", "value", "label", "better", "exempt"}
+
+
+class UnavailableError(Exception):
+    """The reference cannot be computed for this sweep (said in the report, never an error)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    metric: str
+    lines: tuple[tuple[str, float], ...]  # (label, value) of every line shown: the n-gram orders, or one
+    bar: tuple[str, float]  # the line an arm must beat
+    lower_is_better: bool
+    about: str  # what the lines are and what was scored, in words
+    exempt: tuple[str, ...] = DEFAULT_EXEMPT  # metrics whose checks an arm's learning does not touch
+
+    def shortfall(self, mean: float) -> str | None:
+        """'did not learn (loss 3.33 ≥ trigram 2.02)' when `mean` does not beat the bar; None when it does (or is
+        not finite: a diverged arm is left to the checks' own rule)."""
+        if not math.isfinite(mean):
+            return None
+        label, value = self.bar
+        if (mean < value) if self.lower_is_better else (mean > value):
+            return None
+        word = "loss" if "loss" in self.metric else describe(self.metric)
+        sign = "≥" if self.lower_is_better else "≤"
+        return f"did not learn ({word} {mean:.4g} {sign} {label} {value:.4g})"
+
+    def bar_text(self) -> str:
+        """'val/loss ≥ trigram 2.02': what not learning means here."""
+        label, value = self.bar
+        return f"{self.metric} {'≥' if self.lower_is_better else '≤'} {label} {value:.4g}"
+
+    def line(self) -> str:
+        """The reference under the table's heading: the values first, then what they are."""
+        values = ", ".join(f"{label} {value:.4g}" for label, value in self.lines)
+        bar = self.bar[0] if self.bar[0] == "chance" else f"the {self.bar[0]}"
+        rule = f"An arm whose mean {self.metric} does not beat {bar} did not learn"
+        rule += f" more than a {self.bar[0]} table" if self.bar[0].endswith("gram") else ""
+        rule += ": the table says so, and the claim checks on it are inconclusive"
+        if self.exempt:
+            rule += f" (not those on {', '.join(f'`{e}`' for e in self.exempt)}: read before training)"
+        return f"**Reference** for {self.metric}: {values}. {self.about}. {rule}."
+
+
+def reference_config(lab: dict) -> dict | None:
+    """The question's `lab.reference`, checked (one-line errors for config mistakes), or None when it has none."""
+    ref = lab.get("reference")
+    if not ref:
+        return None
+    where = "lab.reference"
+    if not isinstance(ref, dict) or ref.get("kind") not in KINDS or not ref.get("metric"):
+        raise ValueError(f"{where} needs kind ({', '.join(KINDS)}) and metric, got {ref!r}")
+    unknown = set(ref) - _KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}")
+    orders, below = int(ref.get("orders") or baselines.MAX_ORDER), int(ref.get("learned_below") or 3)
+    if ref["kind"] == "ngram" and not 1 <= below <= orders:
+        raise ValueError(f"{where}: learned_below ({below}) must be an order from 1 to orders ({orders})")
+    if ref.get("method", baselines.DEFAULT_METHOD) not in baselines.METHODS:
+        raise ValueError(f"{where}: method must be one of {', '.join(baselines.METHODS)}, got {ref['method']!r}")
+    if ref["kind"] == "value" and not isinstance(ref.get("value"), (int, float)):
+        raise ValueError(f"{where}: kind value needs a number `value`, got {ref.get('value')!r}")
+    if ref.get("better") not in (None, "lower", "higher"):
+        raise ValueError(f"{where}: better must be lower or higher, got {ref['better']!r}")
+    patterns = ref.get("exempt", list(DEFAULT_EXEMPT))
+    if patterns is not None and not (isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)):
+        raise ValueError(f"{where}: exempt must be a list of metric patterns (e.g. ['*@init']), got {patterns!r}")
+    _lower_is_better(ref)  # says now when it cannot tell which way is better
+    return {**ref, "orders": orders, "learned_below": below}
+
+
+def _exempt(ref: dict) -> tuple[str, ...]:
+    return tuple(ref.get("exempt", DEFAULT_EXEMPT) or ())
+
+
+def exempt(check: dict, ref: dict) -> bool:
+    """Is the check's metric (and its second metric) one that an arm's learning does not touch?"""
+    patterns = _exempt(ref)
+    metrics = [m for m in (check.get("metric"), check.get("metric_b")) if m]
+    return bool(metrics) and all(any(fnmatch(m, p) for p in patterns) for m in metrics)
+
+
+def _lower_is_better(ref: dict) -> bool:
+    if ref.get("better"):
+        return ref["better"] == "lower"
+    if ref["kind"] in ("ngram",):
+        return True
+    if ref["kind"] == "chance":
+        return False
+    name = ref["metric"].lower()
+    if "loss" in name or "ppl" in name:
+        return True
+    if "acc" in name or "bleu" in name:
+        return False
+    raise ValueError(f"lab.reference: say whether lower or higher {ref['metric']} is better (better: lower|higher)")
+
+
+def compute(ref: dict, config: dict) -> Reference:
+    """The reference for jobs run with `config` (a job's resolved config as a dict). UnavailableError: why not."""
+    lower = _lower_is_better(ref)
+    if ref["kind"] == "value":
+        label = str(ref.get("label") or "reference")
+        value = float(ref["value"])
+        about = "From the question's config (lab.reference)"
+        return Reference(ref["metric"], ((label, value),), (label, value), lower, about, _exempt(ref))
+    if ref["kind"] == "chance":
+        value = ref.get("value")
+        if value is None:
+            classes = ref.get("num_classes") or _model_classes(config)
+            if not classes:
+                raise UnavailableError("no num_classes in lab.reference or the model's config")
+            value, source = 1.0 / int(classes), f"1/{int(classes)} classes"
+        else:
+            source = "from the question's config"
+        about = f"Chance: {source}"
+        line = ("chance", float(value))
+        return Reference(ref["metric"], (line,), line, lower, about, _exempt(ref))
+    return _ngram(ref, config)
+
+
+def _model_classes(config: dict) -> int | None:
+    net = ((config.get("model") or {}).get("net") or {}) if isinstance(config.get("model"), dict) else {}
+    for source in (net, config.get("data") or {}):
+        for key in ("num_classes", "num_labels"):
+            if isinstance(source.get(key), int) and source[key] > 0:
+                return source[key]
+    return None
+
+
+def _ngram(ref: dict, config: dict) -> Reference:
+    from hydra.utils import get_class
+
+    from zoo.data.lm import TokenWindowsDataModule
+
+    data_cfg = dict(config.get("data") or {})
+    target = data_cfg.pop("_target_", None)
+    if not target:
+        raise UnavailableError("the jobs' configs hold no data section")
+    try:
+        cls = get_class(target)
+    except Exception as err:  # a target that does not import: say which
+        raise UnavailableError(f"data._target_ {target} does not import ({err})") from None
+    if not (isinstance(cls, type) and issubclass(cls, TokenWindowsDataModule)):
+        raise UnavailableError(f"the data ({target}) is not a language model's token windows")
+    try:
+        data = cls(**{**data_cfg, "download": False})
+        data.build_splits()
+        train, val_set = np.asarray(data.tokens("train")), data.eval_dataset("val")
+        vocab = data.vocab_size
+    except (OSError, ValueError, TypeError) as err:
+        raise UnavailableError(f"the data could not be read ({' '.join(str(err).split())})") from None
+    trainer = config.get("trainer") or {}
+    devices = trainer.get("devices") if isinstance(trainer.get("devices"), int) else 1
+    share = max(devices, 1) * int(trainer.get("accumulate_grad_batches") or 1)
+    windows = baselines.covered_windows(
+        val_set, int(data_cfg.get("batch_size", 1)) // share, trainer.get("limit_val_batches")
+    )
+    try:
+        method = ref.get("method", baselines.DEFAULT_METHOD)
+        result = baselines.baselines(train, np.asarray(val_set.tokens), vocab, ref["orders"], method, windows)
+    except ValueError as err:  # e.g. 4-grams of a 50k vocabulary do not fit in 63 bits
+        raise UnavailableError(str(err)) from None
+    method = "interpolated Kneser-Ney" if result.method == "kneser_ney" else "interpolated absolute discounting"
+    name = data_cfg.get("dataset") or "the text"
+    tokens = data_cfg.get("tokenizer", "")
+    lines = tuple((baselines.order_name(n), v) for n, v in result.losses.items())
+    bar = lines[ref["learned_below"] - 1]
+    about = (
+        f"Count n-gram models of {name}{f' ({tokens} tokens)' if tokens else ''}, fitted on its training split "
+        f"({method}; zoo/lab/baselines.py) and scored on {result.scored}, in nats per token"
+    )
+    return Reference(ref["metric"], lines, bar, True, about, _exempt(ref))
+
+
+def data_identity(config: dict) -> str:
+    """What decides a reference: the data (less its training order and workers) and the validation budget."""
+    data = {k: v for k, v in (config.get("data") or {}).items() if k not in ("seed", "num_workers")}
+    trainer = config.get("trainer") or {}
+    budget = {k: trainer.get(k) for k in ("limit_val_batches", "accumulate_grad_batches", "devices")}
+    model = (config.get("model") or {}).get("net") if isinstance(config.get("model"), dict) else None
+    classes = _model_classes({"model": {"net": model or {}}})
+    return json.dumps([data, budget, classes], sort_keys=True, default=str)
+
+
+def for_sweep(sweep) -> tuple[dict[tuple, Reference], list[str]]:
+    """The reference of each point of the sweep (computed from its first job's config, once per distinct data and
+    validation budget) and the lines the report shows under its table's heading. Nothing when the question has no
+    reference or no job measured its metric."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from .sweep import read_yaml
+
+    ref = reference_config(sweep.lab)
+    if ref is None or not any(ref["metric"] in j.metrics for j in sweep.jobs):
+        return {}, []
+    computed: dict[str, Reference | str] = {}
+    points: dict[str, list[tuple]] = {}
+    for key, jobs in sweep.members.items():
+        path = jobs[0].directory / "config_resolved.yaml"
+        loaded = read_yaml(path) if path.is_file() else None
+        config = OmegaConf.to_container(loaded, resolve=False) if isinstance(loaded, DictConfig) else {}
+        identity = data_identity(config)
+        if identity not in computed:
+            try:
+                computed[identity] = compute(ref, config)
+            except UnavailableError as why:
+                computed[identity] = f"Reference for {ref['metric']} not computed: {why}."
+        points.setdefault(identity, []).append(key)
+    found = {key: computed[i] for i, keys in points.items() for key in keys if isinstance(computed[i], Reference)}
+    lines = []
+    for identity, keys in points.items():
+        value = computed[identity]
+        text = value.line() if isinstance(value, Reference) else value
+        if len(points) > 1:  # the points differ in their data or budget: say which line is whose
+            text += " Points: " + "; ".join(sweep.label(k) for k in keys) + "."
+        lines.append(text)
+    return found, list(dict.fromkeys(lines))
