@@ -27,7 +27,7 @@ def question(name: str) -> dict:
 
 def composed_config(name: str) -> dict:
     """The question's whole config as `python -m zoo.lab run <name>` composes it (train.yaml with
-    experiment=lab/<name>), unresolved; the data and cache folders left to the environment (ZOO_DATA_DIR,
+    experiment=lab/<name>), unresolved but for its data section; the data and cache folders left to the environment (ZOO_DATA_DIR,
     ZOO_CACHE_DIR) and the seed dropped, so that its data can be built outside a run."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -36,8 +36,14 @@ def composed_config(name: str) -> dict:
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(QUESTIONS_DIR.parents[1]), version_base="1.3"):
-        config = OmegaConf.to_container(compose(config_name="train", overrides=[f"experiment=lab/{name}"]))
-    data = config.get("data") or {}
-    data.update({k: None for k in ("data_dir", "cache_dir") if k in data})
-    data.pop("seed", None)
+        composed = compose(config_name="train", overrides=[f"experiment=lab/{name}"])
+    config = OmegaConf.to_container(composed)
+    if composed.get("data") is not None:
+        # The data section is resolved (keys that follow another, e.g. data.pretrained following model.pretrained,
+        # must reach the DataModule as values), its folders first left to the environment.
+        for key in ("data_dir", "cache_dir"):
+            if key in composed.data:
+                composed.data[key] = None
+        config["data"] = OmegaConf.to_container(composed.data, resolve=True)
+        config["data"].pop("seed", None)
     return config
