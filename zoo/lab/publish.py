@@ -110,16 +110,22 @@ def earlier_rule_notes(document: str) -> str:
 
 def note_earlier_rule(docs: str | Path) -> int:
     """Write the notes into `docs`; returns how many sections got one."""
+    before, after = _rewrite(docs, earlier_rule_notes, "pass --docs with the path of docs/lab.md")
+    return after.count(EARLIER_RULE) - before.count(EARLIER_RULE)
+
+
+def _rewrite(docs: str | Path, change, how_to_name_it: str) -> tuple[str, str]:
+    """Apply `change` to the text of `docs` and write the result in place when it differs; (before, after)."""
     docs = Path(docs)
     if not docs.is_file():
-        raise ValueError(f"{docs} not found; pass --docs with the path of docs/lab.md")
+        raise ValueError(f"{docs} not found; {how_to_name_it}")
     before = docs.read_text()
-    after = earlier_rule_notes(before)
+    after = change(before)
     if after != before:
         if not writable(docs):
             raise ValueError(f"{docs} is read-only; make it writable (chmod u+w {docs})")
         _write_atomically(docs, after)
-    return after.count(EARLIER_RULE) - before.count(EARLIER_RULE)
+    return before, after
 
 
 def split_at_markers(document: str, name: str, docs: Path) -> tuple[str, str]:
@@ -372,13 +378,5 @@ def with_summary(document: str) -> str:
 
 def write_summary(docs: str | Path) -> int:
     """Rewrite the summary of `docs`; returns the number of sections it lists."""
-    docs = Path(docs)
-    if not docs.is_file():
-        raise ValueError(f"{docs} not found; pass the path of docs/lab.md")
-    before = docs.read_text()
-    after = with_summary(before)
-    if after != before:
-        if not writable(docs):
-            raise ValueError(f"{docs} is read-only; make it writable (chmod u+w {docs})")
-        _write_atomically(docs, after)
+    _, after = _rewrite(docs, with_summary, "pass the path of docs/lab.md")
     return len(summary_rows(after))
