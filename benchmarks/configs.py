@@ -72,7 +72,7 @@ def gpt(s: dict = GPT_SIZE, peers=("sdpa", "eager")):
 
     # Each implementation's own training loss: zoo's fused output layer + cross-entropy, HF's `labels=`.
     def zoo_loss(model, b):
-        return model(b[0], targets=b[1])
+        return model.loss(b[0], b[1])
 
     def hf_loss(model, b):
         return model(input_ids=b[0], labels=b[0]).loss
@@ -385,7 +385,7 @@ def transformer(s: dict = MT_SIZE):
     # Each implementation's own training loss: zoo's fused output layer + cross-entropy, Marian's `labels=`,
     # and F.cross_entropy of the logits for the torch.nn.Transformer model a user writes.
     def zoo_loss(model, b):
-        return model(b[0], b[1], targets=b[2])
+        return model.loss(b[0], b[1], b[2])
 
     def torch_loss(model, b):
         return F.cross_entropy(logits_torch(model, b).reshape(-1, s["vocab"]), b[2].reshape(-1))

@@ -39,7 +39,7 @@ def _gpt_loss(model):
     ids = _ids((2, 12), 1)
     keep = torch.ones_like(ids)
     keep[1, :3] = 0  # left padding
-    return model(ids, attention_mask=keep, targets=ids)
+    return model.loss(ids, ids, attention_mask=keep)
 
 
 def _bert(**options):
@@ -63,7 +63,7 @@ def _transformer_loss(model):
     src, tgt = _ids((2, 10), 3), _ids((2, 8), 4)
     src_mask = torch.ones_like(src)
     src_mask[1, -3:] = 0
-    return model(src, tgt[:, :-1], src_mask=src_mask, targets=tgt[:, 1:], label_smoothing=0.1)
+    return model.loss(src, tgt[:, :-1], tgt[:, 1:], src_mask=src_mask, label_smoothing=0.1)
 
 
 def _vit(**options):

@@ -161,7 +161,7 @@ def test_a_sharded_model_computes_what_the_plain_one_does(mesh_of_one):
     shard_per_block(sharded, mesh_of_one)
     idx = torch.randint(0, 40, (2, 16), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(sharded(idx), plain(idx), rtol=1e-6, atol=1e-6)
-    loss_plain, loss_sharded = plain(idx, targets=idx), sharded(idx, targets=idx)
+    loss_plain, loss_sharded = plain.loss(idx, idx), sharded.loss(idx, idx)
     loss_plain.backward()
     loss_sharded.backward()
     for (name, p), q in zip(plain.named_parameters(), sharded.parameters()):

@@ -284,7 +284,7 @@ def test_top_k_one_sampling_equals_greedy():
 
 @pytest.mark.parametrize("tie_weights", [True, False])
 def test_loss_with_targets_equals_cross_entropy_of_logits(tie_weights):
-    """model(idx, targets=...) (the fused output layer + loss) gives the loss and gradients of
+    """model.loss(idx, targets) (the fused output layer + loss) gives the loss and gradients of
     F.cross_entropy(model(idx), ...), with ignored positions."""
     targets = prompts(3, 20, seed=2)
     targets[:, -1] = -100
@@ -293,7 +293,7 @@ def test_loss_with_targets_equals_cross_entropy_of_logits(tie_weights):
         model = tiny_gpt(tie_weights=tie_weights).train()
         idx = prompts(3, 20)
         if fused:
-            loss = model(idx, targets=targets)
+            loss = model.loss(idx, targets)
         else:
             loss = torch.nn.functional.cross_entropy(model(idx).reshape(-1, VOCAB), targets.reshape(-1))
         loss.backward()
@@ -303,3 +303,21 @@ def test_loss_with_targets_equals_cross_entropy_of_logits(tie_weights):
     torch.testing.assert_close(fused, plain, **TOL)
     for name, grad in plain_grads.items():
         torch.testing.assert_close(fused_grads[name], grad, **TOL, msg=name)
+
+
+def test_forward_returns_logits_only_and_compile_covers_the_loss():
+    """forward has one result (logits): a loss is asked of `loss`, and `compile()` compiles that method too
+    (the training step calls it, so leaving it eager would silently train uncompiled)."""
+    from torch._dynamo.testing import CompileCounter
+
+    model, idx = tiny_gpt(), prompts(2, 12)
+    with pytest.raises(TypeError, match="targets"):
+        model(idx, targets=idx)
+    eager = model.loss(idx, idx)
+    counter = CompileCounter()
+    model.compile(backend=counter)
+    torch.testing.assert_close(model.loss(idx, idx), eager, **TOL)
+    assert counter.frame_count >= 1
+    compiled_frames = counter.frame_count
+    assert model(idx).shape == (2, 12, VOCAB)
+    assert counter.frame_count > compiled_frames  # forward compiled separately

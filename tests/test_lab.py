@@ -415,7 +415,7 @@ def test_gradient_norms_per_layer_and_projection(lm_batch):
 
     vocab, (idx, targets) = lm_batch
     task = small_task(vocab)
-    task(idx, targets).backward()
+    task.net.loss(idx, targets).backward()
     values = gradient_norms(task)
     for key in (
         "probe/grad/l0",

@@ -233,7 +233,7 @@ def test_loss_with_targets_equals_smoothed_cross_entropy_of_logits():
     def loss_and_grads(fused: bool):
         model = tiny()
         if fused:
-            loss = model(src, tgt, targets=labels, ignore_index=0, label_smoothing=0.1)
+            loss = model.loss(src, tgt, labels, ignore_index=0, label_smoothing=0.1)
         else:
             logits = model(src, tgt)
             loss = nn.functional.cross_entropy(

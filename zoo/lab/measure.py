@@ -63,7 +63,7 @@ def _timed(fn, device) -> float:
 
 def _train_step(net, text):
     def step():
-        loss = net(text[:, :-1], targets=text[:, 1:])
+        loss = net.loss(text[:, :-1], text[:, 1:])
         loss.backward()
         net.zero_grad(set_to_none=True)
 
@@ -86,7 +86,7 @@ def attention_cost(
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     with count_saved_tensors(net) as counter:
-        loss = net(text[:, :-1], targets=text[:, 1:])
+        loss = net.loss(text[:, :-1], text[:, 1:])
     loss.backward()
     net.zero_grad(set_to_none=True)
     metrics = {

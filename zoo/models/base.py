@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+import torch
 from torch import nn
 
 from zoo.core import suggestion, switch_names
@@ -19,6 +20,9 @@ class ZooModel(ZooHubMixin, nn.Module):
     model_type: ClassVar[str]
     config_class: ClassVar[type]
     presets: ClassVar[dict[str, dict[str, Any]]]
+    # Methods that run the network like `forward` but return something else (the fused training `loss`): `forward`
+    # always returns one thing (logits), and these are compiled with it and wrapped by FSDP like it.
+    forward_methods: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -28,6 +32,12 @@ class ZooModel(ZooHubMixin, nn.Module):
         # The config fields given to `from_preset` (not None): what a config asked for beyond the preset. A task that
         # starts from a pretrained model refuses those that disagree with it (zoo.tasks.pretrained).
         self.config_overrides: dict[str, Any] = {}
+
+    def compile(self, *args, **kwargs) -> None:
+        """nn.Module.compile (forward), and each of `forward_methods` through torch.compile with the same options."""
+        super().compile(*args, **kwargs)
+        for name in self.forward_methods:
+            setattr(self, name, torch.compile(getattr(self, name), *args, **kwargs))
 
     @classmethod
     def preset_names(cls) -> list[str]:

@@ -78,6 +78,7 @@ GPT_PRESETS = {
 
 class GPT(ZooModel):
     model_type = "gpt"
+    forward_methods = ("loss",)
     config_class = GPTConfig
     presets = GPT_PRESETS
 
@@ -117,18 +118,36 @@ class GPT(ZooModel):
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         cache: KVCache | None = None,
-        targets: torch.Tensor | None = None,
-        ignore_index: int = -100,
     ) -> torch.Tensor:
         """idx: (B, T) token ids -> logits (B, T, vocab).
 
         attention_mask: (B, past + T), 1 for real tokens and 0 for (left) padding; with a cache it covers the
         cached prefix too. Positions are then counted over real tokens only, as Hugging Face does (rope and
         alibi depend on distances only, which left padding leaves unchanged; they take no position_ids).
-        targets: (B, T) the token each position should predict (`ignore_index` where none); given, the result
-        is the mean cross-entropy instead of the logits, computed without materializing them
-        (`zoo.core.linear_cross_entropy`: less memory and a faster training step).
+        The training loss is `loss` (the same network, without materializing the logits).
         """
+        h = self._final_states(idx, attention_mask, position_ids, cache)
+        return self.tok_emb.logits(h) if self.lm_head is None else self.lm_head(h)
+
+    def loss(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        ignore_index: int = -100,
+    ) -> torch.Tensor:
+        """The mean cross-entropy of `forward`'s logits against `targets` (B, T), the token each position should
+        predict (`ignore_index` where none), computed without materializing the logits
+        (`zoo.core.linear_cross_entropy`: less memory and a faster training step). A method of its own so that
+        `forward` always returns logits; `compile()` and FSDP treat it as a forward too (ZooModel.compile,
+        zoo.strategies.fsdp)."""
+        h = self._final_states(idx, attention_mask, None, None)
+        output = self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
+        return linear_cross_entropy(h, output, targets, ignore_index=ignore_index)
+
+    def _final_states(self, idx, attention_mask, position_ids, cache) -> torch.Tensor:
+        """The last block stack's (normalized) output (B, T, n_embd): what the output layer reads."""
         _, t = idx.shape
         past = 0 if cache is None else cache.length
         if attention_mask is not None and bool(attention_mask.all()):
@@ -153,11 +172,7 @@ class GPT(ZooModel):
         causal = mask is None or self.config.attn_window is not None
         # Masked batch norm's real tokens: left padding is all GPT has (none at all when the mask was dropped).
         token_mask = None if attention_mask is None else attention_mask[:, -t:].to(torch.bool)
-        h = self.blocks(x, mask=mask, is_causal=causal, cache=cache, token_mask=token_mask)
-        if targets is not None:
-            output = self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
-            return linear_cross_entropy(h, output, targets, ignore_index=ignore_index)
-        return self.tok_emb.logits(h) if self.lm_head is None else self.lm_head(h)
+        return self.blocks(x, mask=mask, is_causal=causal, cache=cache, token_mask=token_mask)
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward): 6 per weight, plus attention scores and mixing

@@ -119,6 +119,7 @@ TRANSFORMER_PRESETS = {
 
 class Transformer(ZooModel):
     model_type = "transformer"
+    forward_methods = ("loss",)
     config_class = TransformerConfig
     presets = TRANSFORMER_PRESETS
 
@@ -237,19 +238,27 @@ class Transformer(ZooModel):
         *,
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
-        targets: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Teacher-forced logits (B, T, tgt_vocab) for decoder inputs `tgt` given the source `src`.
+        The training loss is `loss` (the same network, without materializing the logits)."""
+        return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask=tgt_mask)
+
+    def loss(
+        self,
+        src: torch.Tensor,
+        tgt: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        src_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
         ignore_index: int = -100,
         label_smoothing: float = 0.0,
     ) -> torch.Tensor:
-        """Teacher-forced logits (B, T, tgt_vocab) for decoder inputs `tgt` given the source `src`.
-
-        targets: (B, T) the next target tokens (`ignore_index` at padding); given, the result is the mean
-        (label-smoothed) cross-entropy instead of the logits, computed without materializing them
-        (`zoo.core.linear_cross_entropy`).
-        """
+        """The mean (label-smoothed) cross-entropy of `forward`'s logits against `targets` (B, T), the next target
+        tokens (`ignore_index` at padding), computed without materializing the logits
+        (`zoo.core.linear_cross_entropy`). A method of its own so that `forward` always returns logits; `compile()`
+        and FSDP treat it as a forward too (ZooModel.compile, zoo.strategies.fsdp)."""
         memory = self.encode(src, src_mask)
-        if targets is None:
-            return self.decode(tgt, memory, src_mask, tgt_mask=tgt_mask)
         h = self._decoder_states(tgt, memory, src_mask, tgt_mask, None)
         return linear_cross_entropy(
             h, self._output_layer().weight, targets, ignore_index=ignore_index, label_smoothing=label_smoothing

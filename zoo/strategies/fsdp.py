@@ -94,7 +94,7 @@ def shard_per_block(
 ) -> None:
     """`fully_shard` every core Block inside `module`, then `module` itself (the parameters outside the blocks).
     Idempotent: Lightning calls configure_model again for a test after fit."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 
     if is_sharded(module):
         return
@@ -104,6 +104,9 @@ def shard_per_block(
         fully_shard(block, reshard_after_forward=reshard_after_forward, **options)
     # The root's parameters are needed again first in backward (the head): no point freeing them after forward.
     fully_shard(module, reshard_after_forward=False, **options)
+    # A model's other forwards (the fused training loss) gather the root's parameters as forward does.
+    for name in getattr(module, "forward_methods", ()):
+        register_fsdp_forward_method(module, name)
 
 
 def check_optimizer_for_sharding(optimizer) -> None:

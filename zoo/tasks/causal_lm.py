@@ -82,9 +82,8 @@ class CausalLMTask(ZooTask):
         )
         return model
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits, or with `targets` the mean loss computed without materializing them."""
-        return self.net(idx) if targets is None else self.net(idx, targets=targets)
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.net(idx)
 
     def _loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -92,7 +91,7 @@ class CausalLMTask(ZooTask):
     # ---- training ------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         idx, targets = batch
-        loss = self(idx, targets)
+        loss = self.net.loss(idx, targets)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 

@@ -68,11 +68,11 @@ class Seq2SeqTask(ZooTask):
         """Mean cross-entropy per target token, padding ignored; and the number of target tokens."""
         labels = batch["labels"]
         # The model's fused output layer + loss: the logits are never materialized (zoo.core.linear_cross_entropy).
-        loss = self.net(
+        loss = self.net.loss(
             batch["src"],
             batch["tgt_in"],
+            labels,
             src_mask=batch["src_mask"],
-            targets=labels,
             ignore_index=self.pad_id,
             label_smoothing=smoothing,
         )
