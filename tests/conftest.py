@@ -3,8 +3,7 @@ helpers to run the entry scripts.
 
 Which data the tests read:
 - ZOO_TEST_FIXTURES=1: the fixtures in tests/fixtures/data, whatever else is set (to check the hermetic mode);
-- else ZOO_DATA_DIR when set (CI exports ../shared/data);
-- else ../shared/data beside the checkout when it exists;
+- else ZOO_DATA_DIR when set (CI points it at the full datasets);
 - else the fixtures. Tests marked `full_data` (sizes and figures only the full datasets have) are then skipped.
 Tiny shakespeare always resolves: missing from the data folder, it comes from the copy shipped in the package.
 
@@ -38,8 +37,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "data"
 if os.environ.get("ZOO_TEST_FIXTURES") == "1":
     os.environ["ZOO_DATA_DIR"] = str(FIXTURES)
 elif "ZOO_DATA_DIR" not in os.environ:
-    full = ROOT.parent / "shared" / "data"
-    os.environ["ZOO_DATA_DIR"] = str(full if full.is_dir() else FIXTURES)
+    # Nothing outside the environment is looked for: without ZOO_DATA_DIR the tests read the committed slices.
+    os.environ["ZOO_DATA_DIR"] = str(FIXTURES)
 ON_FIXTURES = Path(os.environ["ZOO_DATA_DIR"]).resolve() == FIXTURES.resolve()
 # No test touches the internet: `data.download=auto` (the configs' default) does not fetch with ZOO_OFFLINE=1.
 os.environ["ZOO_OFFLINE"] = "1"
@@ -150,14 +149,14 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def pytest_runtest_setup(item) -> None:
     if ON_FIXTURES and item.get_closest_marker("full_data") is not None:
-        pytest.skip("needs the full datasets: set ZOO_DATA_DIR to them (CI: ../shared/data); running on the fixtures")
+        pytest.skip("needs the full datasets: set ZOO_DATA_DIR to them ; running on the fixtures")
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     path = Path(os.environ["ZOO_DATA_DIR"])
     if not path.is_dir():
-        pytest.fail(f"ZOO_DATA_DIR={path} is not a folder; unset it to use the fixtures (CI uses ../shared/data)")
+        pytest.fail(f"ZOO_DATA_DIR={path} is not a folder; point it at the datasets, or unset it to use the fixtures")
     return path
 
 

@@ -8,7 +8,7 @@ import functools
 import pytest
 import torch
 
-from zoo.data.bert_batch import EncoderBatch
+from zoo.data.batches import EncoderBatch
 from zoo.models import BERT, BERTConfig
 from zoo.tasks import BertPretrainingTask, SequenceClassificationTask
 

@@ -96,7 +96,7 @@ def test_data_configs(data, tmp_path):
         overrides += [f"data.image_folder={make_tree(tmp_path / 'tree', per_class=12)}", "data.batch_size=4"]
     cfg = compose_train(tmp_path, overrides)
     if data == "cifar10" and not (Path(cfg.paths.data_dir) / "cifar10").exists():
-        pytest.skip("CIFAR-10 is not in ZOO_DATA_DIR (../shared/data has no copy)")
+        pytest.skip("CIFAR-10 is not in ZOO_DATA_DIR (the data directory CI uses has no copy)")
     dm = hydra.utils.instantiate(cfg.data, _convert_="all")
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))

@@ -1,4 +1,4 @@
-"""The image-classification DataModule on real files: MNIST from ../shared/data, ImageFolder trees written here."""
+"""The image-classification DataModule on real files: MNIST from the data directory, ImageFolder trees written here."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ MNIST_DIR_FILES = ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ub
 @pytest.fixture(scope="module")
 def mnist_dir(data_dir) -> Path:
     if not all((data_dir / f).is_file() for f in MNIST_DIR_FILES):
-        pytest.fail(f"MNIST test files not found under {data_dir}; CI sets ZOO_DATA_DIR to ../shared/data")
+        pytest.fail(f"MNIST test files not found under {data_dir}; set ZOO_DATA_DIR to the datasets' folder")
     return data_dir
 
 
@@ -73,7 +73,7 @@ def test_mixup_cutmix_give_soft_targets(mnist_dir):
 
 
 def test_mnist_without_train_files_needs_split_sizes(mnist_dir, tmp_path):
-    """split_sizes=null asks for the official 60k training images, which ../shared/data lacks: a clear error."""
+    """split_sizes=null asks for the official 60k training images, which CI's data lacks: a clear error."""
     dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(tmp_path), split_sizes=None)
     with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte.gz"):
         dm.setup("fit")

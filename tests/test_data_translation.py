@@ -127,7 +127,7 @@ def test_batches_cover_every_sentence_once_within_the_token_budget():
 @pytest.mark.parametrize("which", [0, 37])
 def test_batches_have_padding_masks_and_shifted_targets(multi30k, which):
     batch = multi30k.train_dataloader().dataset[which]
-    src, mask, tgt_in, labels = batch["src"], batch["src_mask"], batch["tgt_in"], batch["labels"]
+    src, mask, tgt_in, labels = batch.src, batch.src_mask, batch.tgt_in, batch.labels
     assert src.shape == mask.shape and tgt_in.shape == labels.shape
     assert src.shape[0] * max(src.shape[1], tgt_in.shape[1]) <= 1024 + tgt_in.shape[0]
     lengths = mask.sum(1)
@@ -144,11 +144,11 @@ def test_batches_have_padding_masks_and_shifted_targets(multi30k, which):
 
 def test_val_batches_carry_the_raw_references(multi30k, data_dir):
     val = list(multi30k.val_dataloader())
-    refs = [r for b in val for r in b["ref_text"]]
+    refs = [r for b in val for r in b.ref_text]
     assert sorted(refs) == sorted(read_lines(data_dir / "multi30k" / "val.en.gz"))
     b = val[0]
-    assert multi30k.tokenizer.decode(b["labels"][0].tolist()) == b["ref_text"][0]
-    assert sum(len(b["ref_text"]) for b in multi30k.test_dataloader()) == 1000
+    assert multi30k.tokenizer.decode(b.labels[0].tolist()) == b.ref_text[0]
+    assert sum(len(b.ref_text) for b in multi30k.test_dataloader()) == 1000
 
 
 def test_model_fields_and_task_inputs(multi30k):
@@ -174,9 +174,9 @@ def test_english_to_german_by_config(data_dir, tmp_path):
     )
     dm.setup("fit")
     b = next(iter(dm.val_dataloader()))
-    assert dm.tokenizer.decode(b["labels"][0].tolist()) == b["ref_text"][0]
+    assert dm.tokenizer.decode(b.labels[0].tolist()) == b.ref_text[0]
     de = read_lines(data_dir / "multi30k" / "val.de.gz")
-    assert set(b["ref_text"]) <= set(de)
+    assert set(b.ref_text) <= set(de)
 
 
 def test_cache_is_reused(multi30k, data_dir):
@@ -209,11 +209,11 @@ def test_long_pairs_dropped_from_training_truncated_in_evaluation(tmp_path):
     dm.setup("fit")
     with pytest.warns(UserWarning, match="dropped 40 pairs longer than max_length=10"):
         train = list(dm.train_dataloader())
-    assert sum(b["src"].shape[0] for b in train) == 40 and max(b["src"].shape[1] for b in train) <= 10
+    assert sum(b.src.shape[0] for b in train) == 40 and max(b.src.shape[1] for b in train) <= 10
     with pytest.warns(UserWarning, match="truncated 40 pairs"):
         val = list(dm.val_dataloader())
-    assert sum(b["src"].shape[0] for b in val) == 80 and max(b["labels"].shape[1] for b in val) <= 10
-    assert all((b["src"][:, -1][b["src_mask"][:, -1] == 1] == EOS_ID).all() for b in val)
+    assert sum(b.src.shape[0] for b in val) == 80 and max(b.labels.shape[1] for b in val) <= 10
+    assert all((b.src[:, -1][b.src_mask[:, -1] == 1] == EOS_ID).all() for b in val)
 
 
 def test_mismatched_dataset_files_stop_setup(tmp_path):

@@ -43,9 +43,9 @@ def test_label_smoothed_loss_ignores_padding():
     batch = random_batch()
     loss, tokens = task._loss(batch, smoothing=0.1)
     assert tokens == 3 * 5 - 2
-    logp = task(batch["src"], batch["tgt_in"], batch["src_mask"]).log_softmax(-1)
-    real = batch["labels"] != 0
-    nll = -logp.gather(-1, batch["labels"][..., None])[..., 0][real]
+    logp = task(batch.src, batch.tgt_in, batch.src_mask).log_softmax(-1)
+    real = batch.labels != 0
+    nll = -logp.gather(-1, batch.labels[..., None])[..., 0][real]
     uniform = -logp.mean(-1)[real]
     torch.testing.assert_close(loss, (0.9 * nll + 0.1 * uniform).mean())
     padded = {k: F.pad(v, (0, 4)) for k, v in batch.items()}  # pad id 0 everywhere, source mask 0
@@ -126,10 +126,10 @@ def test_memorizes_a_few_pairs_then_translates_them_with_bleu_100(sentences):
             break
     assert loss.item() < 0.05
     for beam in (1, 3):
-        out = task.translate_ids(batch["src"], batch["src_mask"], beam_size=beam)
+        out = task.translate_ids(batch.src, batch.src_mask, beam_size=beam)
         hyps = [tok.decode(row.tolist()) for row in out]
-        assert hyps == batch["ref_text"]
-        task._translations = list(zip(batch["src_text"], hyps, batch["ref_text"]))
+        assert hyps == batch.ref_text
+        task._translations = list(zip(batch.src_text, hyps, batch.ref_text))
         assert task._corpus_bleu() == pytest.approx(100.0)
     task._translations = [("x", "A dog runs on grass.", "A dog runs in the grass.")]
     expected = sacrebleu.corpus_bleu(["A dog runs on grass."], [["A dog runs in the grass."]]).score

@@ -70,7 +70,7 @@ def outputs(task: ZooTask, batch) -> list[torch.Tensor]:
             return [task(batch)]
         if task.task_name == "image_classification":
             return [task(batch[0])]
-        return [task(batch["src"], batch["tgt_in"], batch["src_mask"])]
+        return [task(batch.src, batch.tgt_in, batch.src_mask)]
 
 
 @pytest.mark.parametrize("name", list(TASKS))

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from zoo.data.bert_batch import EncoderBatch
+from zoo.data.batches import EncoderBatch
 from zoo.data.bert_pretraining import mask_tokens
 from zoo.data.wordpiece import WordPieceTokenizer
 from zoo.models import BERT

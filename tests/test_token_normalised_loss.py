@@ -18,7 +18,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader
 
-from zoo.data.bert_batch import EncoderBatch
+from zoo.data.batches import EncoderBatch
 from zoo.models import BERT, BERTConfig, Transformer
 from zoo.tasks import BertPretrainingTask, Seq2SeqTask
 

@@ -9,6 +9,8 @@ per-device share) and the three loaders. A DataModule built on it says only what
 - the contract the entry reads (`tokenizer`, `model_fields`, `task_inputs`) and, for eval.py, `task` and
   `description`.
 
+Every batch unpacks as `inputs, targets = batch`: a pair, or a dataclass with named fields (zoo.data.batches).
+
 A subclass's `__init__` declares its own options (the Hydra keys of zoo/conf/data/*.yaml) and passes the shared
 ones on as `**shared`, to `super().__init__` before anything else: the base records all of them as the
 hyperparameters a checkpoint keeps.

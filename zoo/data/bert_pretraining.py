@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 
 from .atomic import atomic_write
 from .base import ZooDataModule
-from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
+from .batches import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .text import read_text_file
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer
 

@@ -17,7 +17,7 @@ import torch
 
 from .atomic import atomic_write
 from .base import ZooDataModule
-from .bert_batch import PAD_TO, EncoderBatch, pad_sequences, padded_length
+from .batches import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
 from .resumable import ResumableShuffle, resumable_sampler
 from .text import decode_utf8

@@ -42,7 +42,7 @@ def read_idx(path: Path, *, magic: int) -> np.ndarray:
 
 
 def load_mnist(data_dir: Path, *, split: str, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """split "test": the official 10k test images (what ../shared/data holds); "train": the 60k training images."""
+    """split "test": the official 10k test images (all CI's data holds); "train": the 60k training images."""
     images_file, labels_file = resolve_dataset(
         "mnist" if split == "test" else "mnist_train", data_dir, download_missing=download
     )

@@ -19,7 +19,7 @@ from .download import DownloadError, fetch
 
 @dataclass(frozen=True)
 class DatasetFile:
-    relpath: str  # path below the data directory, the layout of ../shared/data
+    relpath: str  # path below the data directory, the layout docs/data.md describes
     url: str
     sha256: str
 

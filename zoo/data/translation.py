@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import Dataset
 
 from .base import ZooDataModule
+from .batches import TranslationBatch
 from .text import decode_utf8
 from .translation_tokenizer import BOS_ID, EOS_ID, PAD_ID, TranslationTokenizer
 
@@ -97,28 +98,28 @@ class TokenBatches(Dataset):
     def __len__(self) -> int:
         return len(self.batches)
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> TranslationBatch:
         idx = self.batches[i]
         src = [self.src[j] for j in idx]
         tgt = [self.tgt[j] for j in idx]
         n, s, t = len(idx), max(len(x) for x in src), max(len(y) for y in tgt) + 1
-        batch = {
-            "src": torch.full((n, s), PAD_ID, dtype=torch.long),
-            "src_mask": torch.zeros(n, s, dtype=torch.long),
-            "tgt_in": torch.full((n, t), PAD_ID, dtype=torch.long),  # BOS + y
-            "labels": torch.full((n, t), PAD_ID, dtype=torch.long),  # y + EOS; padding is ignored by the loss
-        }
+        batch = TranslationBatch(
+            src=torch.full((n, s), PAD_ID, dtype=torch.long),
+            src_mask=torch.zeros(n, s, dtype=torch.long),
+            tgt_in=torch.full((n, t), PAD_ID, dtype=torch.long),
+            labels=torch.full((n, t), PAD_ID, dtype=torch.long),
+        )
         for row, (x, y) in enumerate(zip(src, tgt)):
             y = torch.from_numpy(y.astype(np.int64))
-            batch["src"][row, : len(x)] = torch.from_numpy(x.astype(np.int64))
-            batch["src_mask"][row, : len(x)] = 1
-            batch["tgt_in"][row, 0] = BOS_ID
-            batch["tgt_in"][row, 1 : len(y) + 1] = y
-            batch["labels"][row, : len(y)] = y
-            batch["labels"][row, len(y)] = EOS_ID
+            batch.src[row, : len(x)] = torch.from_numpy(x.astype(np.int64))
+            batch.src_mask[row, : len(x)] = 1
+            batch.tgt_in[row, 0] = BOS_ID
+            batch.tgt_in[row, 1 : len(y) + 1] = y
+            batch.labels[row, : len(y)] = y
+            batch.labels[row, len(y)] = EOS_ID
         if self.tgt_text is not None:  # evaluation: the raw text, for BLEU references and logged examples
-            batch["src_text"] = [self.src_text[j] for j in idx]
-            batch["ref_text"] = [self.tgt_text[j] for j in idx]
+            batch.src_text = [self.src_text[j] for j in idx]
+            batch.ref_text = [self.tgt_text[j] for j in idx]
         return batch
 
 

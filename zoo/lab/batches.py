@@ -5,6 +5,8 @@ from __future__ import annotations
 import lightning as L
 import torch
 
+from zoo.data.batches import TranslationBatch
+
 
 def first_val_batch(trainer: L.Trainer, pl_module: L.LightningModule):
     """The first batch of the validation loader, on the module's device (the same batch at every probe)."""
@@ -16,10 +18,10 @@ def first_val_batch(trainer: L.Trainer, pl_module: L.LightningModule):
 
 
 def forward_batch(pl_module: L.LightningModule, batch) -> torch.Tensor:
-    """The task's own forward on a batch of its data, whatever the batch layout:
-    (inputs, targets) pairs (language models, images), seq2seq dicts, or BERT-style batch objects."""
+    """The task's own forward on a batch of its data (zoo.data.batches): the inputs of an (inputs, targets) pair
+    (language models, images), a translation batch's source and decoder inputs, or an encoder batch whole."""
+    if isinstance(batch, TranslationBatch):
+        return pl_module(batch.src, batch.tgt_in, src_mask=batch.src_mask)
     if isinstance(batch, (tuple, list)):
         return pl_module(batch[0])
-    if isinstance(batch, dict) and "src" in batch:
-        return pl_module(batch["src"], batch["tgt_in"], src_mask=batch.get("src_mask"))
     return pl_module(batch)

@@ -27,8 +27,8 @@ def question(name: str) -> dict:
 
 def composed_config(name: str) -> dict:
     """The question's whole config as `python -m zoo.lab run <name>` composes it (train.yaml with
-    experiment=lab/<name>), unresolved but for its data section; the data and cache folders left to the environment (ZOO_DATA_DIR,
-    ZOO_CACHE_DIR) and the seed dropped, so that its data can be built outside a run."""
+    experiment=lab/<name>), unresolved but for its data section; the data and cache folders left to the
+    environment (ZOO_DATA_DIR, ZOO_CACHE_DIR) and the seed dropped, so that its data can be built outside a run."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 

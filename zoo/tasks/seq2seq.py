@@ -66,13 +66,13 @@ class Seq2SeqTask(ZooTask):
 
     def _loss(self, batch, *, smoothing: float) -> tuple[torch.Tensor, int]:
         """Mean cross-entropy per target token, padding ignored; and the number of target tokens."""
-        labels = batch["labels"]
+        labels = batch.labels
         # The model's fused output layer + loss: the logits are never materialized (zoo.core.linear_cross_entropy).
         loss = self.net.loss(
-            batch["src"],
-            batch["tgt_in"],
+            batch.src,
+            batch.tgt_in,
             labels,
-            src_mask=batch["src_mask"],
+            src_mask=batch.src_mask,
             ignore_index=self.pad_id,
             label_smoothing=smoothing,
         )
@@ -86,16 +86,16 @@ class Seq2SeqTask(ZooTask):
         return self.token_loss(loss, tokens)
 
     def batch_samples(self, batch) -> int:
-        return batch["src"].shape[0]
+        return batch.src.shape[0]
 
     def batch_items(self, batch) -> int:
-        return int(batch["src_mask"].sum() + (batch["labels"] != self.pad_id).sum())  # real tokens of both sides
+        return int(batch.src_mask.sum() + (batch.labels != self.pad_id).sum())  # real tokens of both sides
 
     def batch_flops(self, batch) -> float:
         """6 FLOPs per weight per token on its own side (padding included: it is computed), the output layer on
         target tokens, and the attention scores and mixing of encoder self-, decoder self- and cross-attention."""
         c = self.net.config
-        (b, s), t = batch["src"].shape, batch["tgt_in"].shape[1]
+        (b, s), t = batch.src.shape, batch.tgt_in.shape[1]
         weights = 6 * (self._encoder_weights * b * s + (self._decoder_weights + c.tgt_vocab_size * c.d_model) * b * t)
         attention = 12 * c.d_model * (c.n_encoder_layers * s * b * s + c.n_decoder_layers * (t + s) * b * t)
         return float(weights + attention)
@@ -157,8 +157,8 @@ class Seq2SeqTask(ZooTask):
             )
 
     def _translate(self, batch, beam_size: int) -> None:
-        out = self.translate_ids(batch["src"], batch["src_mask"], beam_size)
-        for row, source, reference in zip(out, batch["src_text"], batch["ref_text"]):
+        out = self.translate_ids(batch.src, batch.src_mask, beam_size)
+        for row, source, reference in zip(out, batch.src_text, batch.ref_text):
             self._translations.append((source, self.tokenizer.decode(row.tolist()), reference))
 
     def _corpus_bleu(self) -> float:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..atomic import atomic_write
 
-# Path below the data directory (the layout of ../shared/data) -> file in this package.
+# Path below the data directory (the layout docs/data.md describes) -> file in this package.
 BUILTIN_FILES = {"tinyshakespeare/input.txt": "tinyshakespeare.txt.gz"}
 
 

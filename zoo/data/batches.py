@@ -1,4 +1,9 @@
-"""The batch of the BERT DataModules (pretraining and sentence classification) and its padding."""
+"""The batch shapes the DataModules serve, and their padding.
+
+One contract for every task: a batch unpacks as `inputs, targets = batch`. Language-model windows and images are
+that pair (a tuple); batches with more parts are dataclasses with named fields (Lightning moves each tensor field
+to the device) that unpack the same way.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +31,24 @@ class EncoderBatch:
 
     def __iter__(self):
         return iter((self.input_ids, self.labels))
+
+
+@dataclass
+class TranslationBatch:
+    """src, src_mask: (B, S) source ids and 1 for real tokens; tgt_in: (B, T) BOS + target (decoder inputs);
+    labels: (B, T) target + EOS, padded with the pad id (which the loss ignores).
+    src_text, ref_text: the raw sentences (evaluation only: BLEU references and logged examples).
+    Unpacks as `inputs, targets = batch` (src, labels)."""
+
+    src: torch.Tensor
+    src_mask: torch.Tensor
+    tgt_in: torch.Tensor
+    labels: torch.Tensor
+    src_text: list[str] | None = None
+    ref_text: list[str] | None = None
+
+    def __iter__(self):
+        return iter((self.src, self.labels))
 
 
 def pad_sequences(rows: list[list[int]], length: int, value: int) -> torch.Tensor:
