@@ -163,6 +163,7 @@ def test_gpt_bpe_export_loads_with_transformers(gpt_bpe_ckpt, tmp_path):
     for source in (model.config, model.generation_config):
         assert source.bos_token_id == source.eos_token_id == ours.eos_id
     assert tokenizer.eos_token == tokenizer.bos_token == "<|endoftext|>" and tokenizer.eos_token_id == ours.eos_id
+    assert tokenizer.pad_token_id == tokenizer.unk_token_id == model.config.pad_token_id == ours.eos_id  # batches pad
 
     text = shakespeare_val() + "<|endoftext|>" + shakespeare_val(200)
     ids = tokenizer(text)["input_ids"]

@@ -35,8 +35,6 @@ def _save_generation_config(directory: Path, token_ids: dict[str, int | None], c
     # max_length caps prompt + new tokens at the trained context: GPT2LMHeadModel has no position past it (an
     # IndexError deep in the model), and transformers' pipeline would otherwise add its own max_new_tokens=256.
     config = {**{k: v for k, v in token_ids.items() if v is not None}, **SAMPLING_DEFAULTS, "max_length": context}
-    if token_ids.get("eos_token_id") is not None and token_ids.get("pad_token_id") is None:
-        config["pad_token_id"] = token_ids["eos_token_id"]  # GPT-2's habit: pad batched generation with eos
     (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 

@@ -4,7 +4,8 @@ What `AutoTokenizer.from_pretrained(dir)` reads: tokenizer.json (the `tokenizers
 (which class, its special tokens and options) and special_tokens_map.json, plus each class's own vocabulary files
 (vocab.json + merges.txt for GPT-2's BPE, vocab.txt for BERT's WordPiece) for the classes that rebuild the pipeline
 from them. Every kind gives the ids zoo's own tokenizer gives:
-- "bpe" (zoo's byte-level BPE): GPT2Tokenizer, `<|endoftext|>` as bos, eos and unk, as in GPT-2.
+- "bpe" (zoo's byte-level BPE): GPT2Tokenizer, `<|endoftext|>` as bos, eos and unk, as in GPT-2, and as pad
+  (GPT-2 has none; batched pipelines need one).
 - "wordpiece": BertTokenizer, with BERT's `[CLS] A [SEP] (B [SEP])` post-processor.
 - "char" (one id per character): there is no such class in transformers, so tokenizer.json holds a WordLevel model
   over the characters with a pre-tokenizer that isolates every character and a decoder that joins them without
@@ -62,7 +63,7 @@ def _bpe(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | 
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     tokenizer.save(str(directory / "tokenizer.json"))
     tokenizer.model.save(str(directory))  # vocab.json + merges.txt
-    special = {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS}
+    special = {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS, "pad_token": EOS}
     _write_configs(
         directory,
         "GPT2Tokenizer",
@@ -73,7 +74,7 @@ def _bpe(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | 
         clean_up_tokenization_spaces=False,
         errors="replace",
     )
-    return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": None}
+    return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
 
 
 def _wordpiece(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
