@@ -116,12 +116,13 @@ def char_special(chars: str) -> str:
     A character model has no row for a special token, and one cannot be added faithfully: a tied GPT2LMHeadModel
     has no output bias, so an extra row's logit is finite and changes the softmax over the real characters, and
     reserving tokens when the tokenizer is trained would change every char model trained from then on. So the
-    special tokens are a character the model has, as GPT-2's <|endoftext|> is its bos, eos and unk: the line break,
-    the boundary the model saw before every speech, is the context lm-eval's rolling windows start from (what
-    `prefix_token_id=0` gave by hand), an unseen character reads as a line break instead of raising, and padding
-    (masked) uses a row the embedding has. The cost: transformers makes every special token special, so
-    `decode(..., skip_special_tokens=True)`, the default of the text-generation pipeline, drops newlines; the ids,
-    the logits and `skip_special_tokens=False` are exact. zoo's own CharTokenizer still refuses unseen characters."""
+    special tokens are a character the model has, as GPT-2's <|endoftext|> is its bos, eos and unk: the line break
+    (zoo-prepare's end-of-text for characters, the boundary before every speech of tiny shakespeare) is the context
+    lm-eval's rolling windows start from (what `prefix_token_id=0` gave by hand), an unseen character reads as a
+    line break instead of raising, and padding (masked) uses a row the embedding has. The cost: transformers makes
+    every special token special, so `decode(..., skip_special_tokens=True)`, the default of the text-generation
+    pipeline, drops newlines; the ids, the logits and `skip_special_tokens=False` are exact. zoo's own
+    CharTokenizer still refuses unseen characters."""
     return "\n" if "\n" in chars else chars[0]
 
 
