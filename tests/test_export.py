@@ -13,6 +13,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+import tokenizers
 import torch
 from PIL import Image
 
@@ -163,6 +164,7 @@ def test_gpt_bpe_export_loads_with_transformers(gpt_bpe_ckpt, tmp_path):
     for source in (model.config, model.generation_config):
         assert source.bos_token_id == source.eos_token_id == ours.eos_id
     assert tokenizer.eos_token == tokenizer.bos_token == "<|endoftext|>" and tokenizer.eos_token_id == ours.eos_id
+    assert tokenizer.pad_token_id == tokenizer.unk_token_id == model.config.pad_token_id == ours.eos_id  # batches pad
 
     text = shakespeare_val() + "<|endoftext|>" + shakespeare_val(200)
     ids = tokenizer(text)["input_ids"]
@@ -189,11 +191,85 @@ def test_gpt_char_export_round_trips_the_character_ids(gpt_char_ckpt, tmp_path):
     assert ids == ours.encode(text) and len(ids) == len(text)  # one id per character, newlines and spaces too
     assert tokenizer.decode(ids) == text
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
-    assert model.config.eos_token_id is None and model.config.bos_token_id is None  # characters have no EOS
     idx = torch.tensor([ids[:32]])
     torch.testing.assert_close(model(idx).logits, zoo(idx), **TOL)
+    # The newline is the eos, but generation runs on past it as zoo's generate.py does.
     config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
     assert "eos_token_id" not in config and config["do_sample"] is True
+    assert model.generation_config.eos_token_id is None
+
+
+@torch.no_grad()
+def test_gpt_char_export_has_special_tokens_on_rows_the_model_has(gpt_char_ckpt, tmp_path):
+    """bos/eos/unk/pad are the newline's row (hf_tokenizer.char_special): lm-eval and batched pipelines find them,
+    an unseen character encodes, and padding changes no logit of the real characters."""
+    export(gpt_char_ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(gpt_char_ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    newline = ours.encode("\n")[0]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    rows = zoo.tok_emb.weight.shape[0]
+    assert model.config.vocab_size == rows == ours.vocab_size  # no row was added
+    ids = (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id)
+    assert ids == (newline,) * 4 and newline < rows
+    assert (model.config.bos_token_id, model.config.eos_token_id, model.config.pad_token_id) == (newline,) * 3
+
+    # A character outside the vocabulary is the unk id, in transformers and in the `tokenizers` library alone;
+    # zoo's own tokenizer refuses it with a message that names it.
+    assert "\u00e9" not in ours.chars
+    assert tokenizer("caf\u00e9!")["input_ids"] == ours.encode("caf") + [newline] + ours.encode("!")
+    raw = tokenizers.Tokenizer.from_file(str(tmp_path / "hf" / "tokenizer.json"))
+    assert raw.encode("caf\u00e9").ids == ours.encode("caf\n")
+    assert raw.decode(ours.encode("a\nb")) == "a\nb"  # newlines survive its decode (which skips special tokens)
+    with pytest.raises(ValueError, match="not in the character vocabulary"):
+        ours.encode("caf\u00e9")
+
+    # A padded batch: the real characters of each row get zoo's logits.
+    texts = [shakespeare_val(20), shakespeare_val(9)]
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    assert batch["input_ids"][1, 9:].eq(newline).all() and batch["attention_mask"][1, 9:].eq(0).all()
+    logits = model(**batch).logits
+    for row, text in enumerate(texts):
+        n = len(text)
+        torch.testing.assert_close(logits[row, :n], zoo(torch.tensor([ours.encode(text)]))[0], **TOL)
+
+    # Batched generation in a pipeline (it pads on the left): each prompt continues as zoo's greedy decoding.
+    generate = transformers.pipeline("text-generation", model=str(tmp_path / "hf"))
+    prompts = ["ROMEO:\nWhat", "O"]
+    outs = generate(prompts, batch_size=2, max_new_tokens=8, do_sample=False, return_tensors=True)
+    pads = []
+    for prompt, [out] in zip(prompts, outs):
+        expected = zoo.generate(torch.tensor([ours.encode(prompt)]), 8, temperature=0.0)[0].tolist()
+        out = list(out["generated_token_ids"])
+        pads.append(len(out) - len(expected))
+        assert out[pads[-1] :] == expected and out[: pads[-1]] == [newline] * pads[-1]
+    assert pads == [0, len(prompts[0]) - len(prompts[1])]  # the short prompt was padded
+    # The documented cost: decoding that skips special tokens (the pipeline's default) drops newlines; the model
+    # card's example keeps them, and gives zoo's text.
+    assert tokenizer.decode(ours.encode("a\nb"), skip_special_tokens=True) == "ab"
+    out = generate(prompts[0], max_new_tokens=8, do_sample=False, skip_special_tokens=False)[0]["generated_text"]
+    assert out == ours.decode(zoo.generate(torch.tensor([ours.encode(prompts[0])]), 8, temperature=0.0)[0].tolist())
+    assert "skip_special_tokens=False" in (tmp_path / "hf" / "README.md").read_text()
+
+
+@torch.no_grad()
+def test_lm_eval_scores_the_char_export_without_extra_arguments(gpt_char_ckpt, tmp_path):
+    """lm-eval's perplexity tasks (loglikelihood_rolling) need a prefix token; the export's is the newline, which
+    gives the first character the context zoo gives it here."""
+    huggingface = pytest.importorskip("lm_eval.models.huggingface")
+    from lm_eval.api.instance import Instance
+
+    export(gpt_char_ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(gpt_char_ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    text = shakespeare_val(20)  # one window: shorter than the 32 positions
+    lm = huggingface.HFLM(pretrained=str(tmp_path / "hf"), device="cpu", batch_size=1)
+    request = Instance(request_type="loglikelihood_rolling", doc={}, arguments=(text,), idx=0)
+    (score,) = lm.loglikelihood_rolling([request])
+    ids = torch.tensor([ours.encode("\n" + text)])
+    expected = torch.log_softmax(zoo(ids[:, :-1]), dim=-1)[0].gather(1, ids[0, 1:, None]).sum()
+    assert score == pytest.approx(expected.item(), abs=1e-3)
 
 
 # ---- BERT -----------------------------------------------------------------------------------------------------

@@ -31,12 +31,13 @@ EXPORT_FILES = (
 )
 
 
-def _save_generation_config(directory: Path, token_ids: dict[str, int | None], context: int) -> None:
+def _save_generation_config(directory: Path, token_ids: dict[str, int | None], context: int, stop: bool) -> None:
     # max_length caps prompt + new tokens at the trained context: GPT2LMHeadModel has no position past it (an
     # IndexError deep in the model), and transformers' pipeline would otherwise add its own max_new_tokens=256.
-    config = {**{k: v for k, v in token_ids.items() if v is not None}, **SAMPLING_DEFAULTS, "max_length": context}
-    if token_ids.get("eos_token_id") is not None and token_ids.get("pad_token_id") is None:
-        config["pad_token_id"] = token_ids["eos_token_id"]  # GPT-2's habit: pad batched generation with eos
+    # stop=False (a character model, whose eos is the newline): no eos_token_id, so generation runs on past line
+    # breaks as zoo's generate.py does.
+    ids = {k: v for k, v in token_ids.items() if v is not None and (stop or k != "eos_token_id")}
+    config = {**ids, **SAMPLING_DEFAULTS, "max_length": context}
     (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
@@ -102,7 +103,8 @@ def export_hf(
         image_std = None if image_std is None else list(image_std) * 3
     save_hf(model, directory, labels=labels, token_ids=token_ids)
     if isinstance(model, GPT):
-        _save_generation_config(directory, token_ids, context)
+        char = tokenizer_json is not None and json.loads(tokenizer_json).get("kind") == "char"
+        _save_generation_config(directory, token_ids, context, stop=not char)
     if image_mean is not None:
         c = model.config
         save_image_processor(directory, image_size=c.image_size, mean=image_mean, std=image_std, channels=c.in_channels)

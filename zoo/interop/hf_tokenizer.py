@@ -4,11 +4,12 @@ What `AutoTokenizer.from_pretrained(dir)` reads: tokenizer.json (the `tokenizers
 (which class, its special tokens and options) and special_tokens_map.json, plus each class's own vocabulary files
 (vocab.json + merges.txt for GPT-2's BPE, vocab.txt for BERT's WordPiece) for the classes that rebuild the pipeline
 from them. Every kind gives the ids zoo's own tokenizer gives:
-- "bpe" (zoo's byte-level BPE): GPT2Tokenizer, `<|endoftext|>` as bos, eos and unk, as in GPT-2.
+- "bpe" (zoo's byte-level BPE): GPT2Tokenizer, `<|endoftext|>` as bos, eos and unk, as in GPT-2, and as pad
+  (GPT-2 has none; batched pipelines need one).
 - "wordpiece": BertTokenizer, with BERT's `[CLS] A [SEP] (B [SEP])` post-processor.
 - "char" (one id per character): there is no such class in transformers, so tokenizer.json holds a WordLevel model
   over the characters with a pre-tokenizer that isolates every character and a decoder that joins them without
-  spaces, loaded by the generic PreTrainedTokenizerFast. Characters outside the vocabulary are an error, as in zoo.
+  spaces, loaded by the generic PreTrainedTokenizerFast. The newline stands for its special tokens (`char_special`).
 
 The JSON format read here is zoo.data's (`{"kind": ..., "tokenizer": <tokenizers JSON>}` or `{"kind": "char",
 "chars": ...}`); only the `tokenizers` library is needed, not zoo.data.
@@ -62,7 +63,7 @@ def _bpe(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | 
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     tokenizer.save(str(directory / "tokenizer.json"))
     tokenizer.model.save(str(directory))  # vocab.json + merges.txt
-    special = {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS}
+    special = {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS, "pad_token": EOS}
     _write_configs(
         directory,
         "GPT2Tokenizer",
@@ -73,7 +74,7 @@ def _bpe(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | 
         clean_up_tokenization_spaces=False,
         errors="replace",
     )
-    return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": None}
+    return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
 
 
 def _wordpiece(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
@@ -108,16 +109,39 @@ def _wordpiece(spec: dict, directory: Path, model_max_length: int) -> dict[str, 
     return {"pad_token_id": ids["pad_token"], "bos_token_id": None, "eos_token_id": None}
 
 
+def char_special(chars: str) -> str:
+    """The character that is the bos, eos, unk and pad token of an exported character tokenizer: the newline (the
+    first character of the vocabulary if it has none).
+
+    A character model has no row for a special token, and one cannot be added faithfully: a tied GPT2LMHeadModel
+    has no output bias, so an extra row's logit is finite and changes the softmax over the real characters, and
+    reserving tokens when the tokenizer is trained would change every char model trained from then on. So the
+    special tokens are a character the model has, as GPT-2's <|endoftext|> is its bos, eos and unk: the line break
+    (zoo-prepare's end-of-text for characters, the boundary before every speech of tiny shakespeare) is the context
+    lm-eval's rolling windows start from (what `prefix_token_id=0` gave by hand), an unseen character reads as a
+    line break instead of raising, and padding (masked) uses a row the embedding has. The cost: transformers makes
+    every special token special, so `decode(..., skip_special_tokens=True)`, the default of the text-generation
+    pipeline, drops newlines; the ids, the logits and `skip_special_tokens=False` are exact. zoo's own
+    CharTokenizer still refuses unseen characters."""
+    return "\n" if "\n" in chars else chars[0]
+
+
 def _char(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
     chars = spec["chars"]
     if len(set(chars)) != len(chars):
         raise ValueError("the character vocabulary repeats a character; it is not one id per character")
-    tokenizer = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token=None))
+    special = char_special(chars)
+    vocab = {c: i for i, c in enumerate(chars)}
+    # The special character is only the WordLevel unk here, not an added token: users of the `tokenizers` library
+    # (whose decode skips special tokens by default) keep their newlines.
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=special))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one piece per character
     tokenizer.decoder = decoders.Fuse()  # "a", "b" -> "ab", not "a b"
     tokenizer.save(str(directory / "tokenizer.json"))
-    _write_configs(directory, "PreTrainedTokenizerFast", {}, model_max_length, clean_up_tokenization_spaces=False)
-    return {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+    names = dict.fromkeys(("bos_token", "eos_token", "unk_token", "pad_token"), special)
+    _write_configs(directory, "PreTrainedTokenizerFast", names, model_max_length, clean_up_tokenization_spaces=False)
+    i = vocab[special]
+    return {"bos_token_id": i, "eos_token_id": i, "pad_token_id": i}
 
 
 _WRITERS = {"bpe": _bpe, "wordpiece": _wordpiece, "char": _char}

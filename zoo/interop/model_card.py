@@ -192,7 +192,7 @@ def _results_section(run: TrainingRun) -> list[str]:
     return lines
 
 
-def _usage_section(model: ZooModel, fmt: str) -> list[str]:
+def _usage_section(model: ZooModel, fmt: str, run: TrainingRun) -> list[str]:
     if fmt == "zoo":
         code = ["from zoo.models import ZooModel", "", f'model = ZooModel.from_pretrained("{PLACEHOLDER}")']
         return ["With transformer-zoo installed:", "", "```python", *code, "```"]
@@ -202,6 +202,8 @@ def _usage_section(model: ZooModel, fmt: str) -> list[str]:
             f'generate = pipeline("text-generation", model="{PLACEHOLDER}")',
             'print(generate("ROMEO:")[0]["generated_text"])',
         ]
+        if run.tokenizer_kind == "char":  # its special tokens are the newline (hf_tokenizer.char_special): keep them
+            call[-1] = 'print(generate("ROMEO:", skip_special_tokens=False)[0]["generated_text"])'
     elif tag == "text-classification":
         call = [
             f'classify = pipeline("text-classification", model="{PLACEHOLDER}", truncation=True)',
@@ -259,6 +261,11 @@ def _limits_section(model: ZooModel, fmt: str, context: int | None, run: Trainin
     vocab = getattr(model.config, "vocab_size", None)
     if run.tokenizer_kind == "char" and vocab:
         lines.append(f"- Its tokenizer knows only the {vocab} characters of the training text: others were never seen.")
+        if fmt == "hf":
+            lines[-1] += (
+                " The exported tokenizer reads them as a newline, which is also its bos, eos and pad token; decoding"
+                " with `skip_special_tokens=True` (the pipeline's default) drops newlines."
+            )
     return lines
 
 
@@ -287,7 +294,7 @@ def model_card(
         "Training data": _data_section(run),
         "Training recipe": _recipe_section(run),
         "Results": _results_section(run),
-        "How to use": _usage_section(model, fmt),
+        "How to use": _usage_section(model, fmt, run),
         "Intended use and limits": _limits_section(model, fmt, context, run),
     }
     body = [f"# {title}, trained with transformer-zoo", ""]
