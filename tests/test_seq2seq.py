@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from zoo.data import TranslationTokenizer
+from zoo.data.batches import TranslationBatch
 from zoo.data.translation import TokenBatches, make_batches, read_lines
 from zoo.models import GPT, GPTConfig, Transformer
 from zoo.optim.inverse_sqrt import paper_peak_lr, warmup_inverse_sqrt
@@ -24,16 +25,16 @@ def tiny_task(vocab: int = 50, **task_options) -> Seq2SeqTask:
     return Seq2SeqTask(net, optimizer, **task_options)
 
 
-def random_batch(n=3, s=6, t=5, vocab=50, seed=0) -> dict:
+def random_batch(n=3, s=6, t=5, vocab=50, seed=0) -> TranslationBatch:
     g = torch.Generator().manual_seed(seed)
     labels = torch.randint(3, vocab, (n, t), generator=g)
     labels[1, 3:] = 0  # a shorter target, padded
-    return {
-        "src": torch.randint(3, vocab, (n, s), generator=g),
-        "src_mask": torch.ones(n, s, dtype=torch.long),
-        "tgt_in": torch.cat([torch.ones(n, 1, dtype=torch.long), labels[:, :-1]], dim=1),
-        "labels": labels,
-    }
+    return TranslationBatch(
+        src=torch.randint(3, vocab, (n, s), generator=g),
+        src_mask=torch.ones(n, s, dtype=torch.long),
+        tgt_in=torch.cat([torch.ones(n, 1, dtype=torch.long), labels[:, :-1]], dim=1),
+        labels=labels,
+    )
 
 
 def test_label_smoothed_loss_ignores_padding():
@@ -48,7 +49,8 @@ def test_label_smoothed_loss_ignores_padding():
     nll = -logp.gather(-1, batch.labels[..., None])[..., 0][real]
     uniform = -logp.mean(-1)[real]
     torch.testing.assert_close(loss, (0.9 * nll + 0.1 * uniform).mean())
-    padded = {k: F.pad(v, (0, 4)) for k, v in batch.items()}  # pad id 0 everywhere, source mask 0
+    padded = TranslationBatch(*(F.pad(v, (0, 4)) for v in (batch.src, batch.src_mask, batch.tgt_in, batch.labels)))
+    # pad id 0 everywhere, source mask 0
     torch.testing.assert_close(task._loss(padded, smoothing=0.1)[0], loss, atol=1e-6, rtol=1e-6)
 
 

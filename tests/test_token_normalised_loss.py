@@ -8,6 +8,7 @@ averaged over the parts (what DDP and Lightning's accumulation do on their own),
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import socket
@@ -18,7 +19,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader
 
-from zoo.data.batches import EncoderBatch
+from zoo.data.batches import EncoderBatch, TranslationBatch
 from zoo.models import BERT, BERTConfig, Transformer
 from zoo.tasks import BertPretrainingTask, Seq2SeqTask
 
@@ -33,22 +34,22 @@ def seq2seq_task() -> Seq2SeqTask:
     return Seq2SeqTask(net, SGD, label_smoothing=0.1)
 
 
-def seq2seq_batch(target_lengths: list[int], seed: int, t: int = 7, s: int = 5) -> dict:
+def seq2seq_batch(target_lengths: list[int], seed: int, t: int = 7, s: int = 5) -> TranslationBatch:
     """Sources of `s` tokens; targets of the given lengths, padded (id 0) to `t`."""
     g = torch.Generator().manual_seed(seed)
     n = len(target_lengths)
     labels = torch.randint(3, VOCAB, (n, t), generator=g)
     for row, length in enumerate(target_lengths):
         labels[row, length:] = 0
-    return {
-        "src": torch.randint(3, VOCAB, (n, s), generator=g),
-        "src_mask": torch.ones(n, s, dtype=torch.long),
-        "tgt_in": torch.cat([torch.ones(n, 1, dtype=torch.long), labels[:, :-1]], dim=1),
-        "labels": labels,
-    }
+    return TranslationBatch(
+        src=torch.randint(3, VOCAB, (n, s), generator=g),
+        src_mask=torch.ones(n, s, dtype=torch.long),
+        tgt_in=torch.cat([torch.ones(n, 1, dtype=torch.long), labels[:, :-1]], dim=1),
+        labels=labels,
+    )
 
 
-def seq2seq_parts() -> list[dict]:
+def seq2seq_parts() -> list[TranslationBatch]:
     return [seq2seq_batch([7, 6], seed=1), seq2seq_batch([1, 2], seed=2)]  # 13 and 3 target tokens
 
 
@@ -93,10 +94,9 @@ def bert_parts() -> list[EncoderBatch]:
 
 
 def concatenated(parts):
-    if isinstance(parts[0], dict):
-        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
-    fields = ("input_ids", "token_type_ids", "attention_mask", "labels", "nsp_labels")
-    return EncoderBatch(**{f: torch.cat([getattr(p, f) for p in parts]) for f in fields})
+    kind = type(parts[0])
+    fields = [f.name for f in dataclasses.fields(kind) if getattr(parts[0], f.name) is not None]
+    return kind(**{f: torch.cat([getattr(p, f) for p in parts]) for f in fields})
 
 
 # ---- the reference: one process, one backward on the whole batch -------------------------------------------
