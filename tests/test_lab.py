@@ -456,8 +456,9 @@ def test_publish_writes_the_measured_block_between_the_markers(tmp_path):
         and "#### Verdict: supported" in text
         and "python -m zoo.lab run handmade" in text
     )
-    (image,) = (tmp_path / "docs" / "lab" / "handmade").glob("*.png")
-    assert f"](lab/handmade/{image.name})" in text
+    images = sorted(p.name for p in (tmp_path / "docs" / "lab" / "handmade").glob("*.png"))
+    assert images == ["lab_1_m.png", "lab_paired_differences.png"]  # the plot of m, and of the check's a - b
+    assert all(f"](lab/handmade/{name})" in text for name in images)
     publish(sweep, docs)  # a second run replaces the block instead of adding one
     assert docs.read_text().count("#### Verdict") == 1
 

@@ -178,6 +178,25 @@ class Rule:
     worst: bool  # diverged: worst
 
 
+def rule_of(check: dict, lab: dict | None = None) -> Rule:
+    """What the check asks of each of its comparisons (the plots of paired differences draw the same boundaries)."""
+    effect = smallest_effect(check, lab)
+    tolerance = check.get("tolerance")
+    return Rule(
+        boundary=math.log(check["factor"]) if check.get("factor") is not None else effect,
+        # a stated tolerance is relative to the first point; without one the smallest effect is the bound
+        bound=None if tolerance is not None or not effect else effect,
+        tolerance=float(tolerance) if tolerance is not None else DEFAULT_TOLERANCE,
+        factor=check.get("factor"),
+        worst=check.get("diverged") == "worst",
+    )
+
+
+def equivalence_bound(rule: Rule, a: dict) -> float:
+    """The bound of a `similar` comparison whose first point is `a` ({seed: value})."""
+    return rule.bound if rule.bound is not None else (rule.tolerance or 0.0) * abs(mean(a.values()))
+
+
 def _shown(values: dict) -> str:
     return str(Stat.of(list(values.values())))
 
@@ -223,7 +242,7 @@ def _effect_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
     unit = "log ratio " if rule.factor is not None and not threshold else ""
     text = f"{unit}effect {effect.estimate:+.3g} [95% CI {low:+.3g}, {high:+.3g}] ({effect.method}, {effect.n} seeds)"
     if direction == "similar":
-        bound = rule.bound if rule.bound is not None else (rule.tolerance or 0.0) * abs(mean(a.values()))
+        bound = equivalence_bound(rule, a)
         outside = min(1.0, 2 * min(effect.p_above(bound), effect.p_below(-bound)))
         return Step(f"{text}, equivalence bound ±{bound:.3g}", effect.tost(bound), outside)
     boundary = 0.0 if threshold else rule.boundary
@@ -257,7 +276,7 @@ def _sanity_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
     if not all(math.isfinite(v) for v in [*a.values(), *others]):
         return Step(f"{shown}: inconclusive, a non-finite value (a run diverged)")
     if direction == "similar":
-        bound = rule.bound if rule.bound is not None else (rule.tolerance or 0.0) * abs(mean(a.values()))
+        bound = equivalence_bound(rule, a)
         ok = all(abs(x - y) <= bound for x in a.values() for y in others)
     elif direction == "less":
         ok = max(a.values()) < min(others) / (rule.factor or 1.0) if rule.factor else max(a.values()) < min(others)
@@ -298,16 +317,7 @@ def evaluate(
         return CheckResult(
             name, "inconclusive", f"not measured in this run ({missing} missing for some point)", [], kind
         )
-    effect = smallest_effect(check, lab)
-    tolerance = check.get("tolerance")
-    rule = Rule(
-        boundary=math.log(check["factor"]) if check.get("factor") is not None else effect,
-        # a stated tolerance is relative to the first point; without one the smallest effect is the bound
-        bound=None if tolerance is not None or not effect else effect,
-        tolerance=float(tolerance) if tolerance is not None else DEFAULT_TOLERANCE,
-        factor=check.get("factor"),
-        worst=check.get("diverged") == "worst",
-    )
+    rule = rule_of(check, lab)
     step = _sanity_step if kind == "sanity" else _claim_step
 
     if expect in ("above", "below"):

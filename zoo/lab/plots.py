@@ -1,16 +1,26 @@
 """PNG plots of a lab sweep (matplotlib, headless): a metric against a swept parameter, one line per value of
-another (mean over seeds, error bars = seed spread); or a curve each job recorded (e.g. loss per position).
-The axes are labelled with the metrics in words (zoo/lab/metric_names.py), and a plot of the metric of the question's
-reference (zoo/lab/reference.py) draws its lines across: the n-gram losses, or chance; the one an arm must beat
-dashed."""
+another (the mean over seeds with its 95% t-interval as error bars, and each seed's value as a dot beside it, in the
+line's colour); or a curve each job recorded (e.g. loss per position); and, for the claim checks that compare two
+arms on the same seeds, one figure of their paired differences (PAIRED_PLOT: a panel per check, each seed's a - b,
+their mean with its 95% paired interval, zero, and the band the check tests shaded). The numbers drawn come from
+zoo/lab/evidence.py. The axes are labelled with the metrics in words (zoo/lab/metric_names.py), and a plot of the
+metric of the question's reference (zoo/lab/reference.py) draws its lines across: the n-gram losses, or chance; the
+one an arm must beat dashed."""
 
 from __future__ import annotations
 
+import math
 import re
+import textwrap
 from pathlib import Path
 
+from .evidence import PairedDifference, arm_summary, paired_differences
 from .metric_names import describe
 from .sweep import Sweep, short
+
+PAIRED_PLOT = "lab_paired_differences.png"  # a stable name: the report and docs/lab.md link it
+BARS = "bars: 95% t-interval of the mean over seeds; dots: single seeds"
+JITTER = 0.06  # how far the seed dots spread, as a fraction of the gap between neighbouring x values
 
 
 def _pyplot():
@@ -63,6 +73,30 @@ def reference_lines(ax, references, metrics: list[str]) -> None:
             )
 
 
+def _jitter(x: float, i: int, n: int, positions: list[float], logx: bool) -> float:
+    """Seed i of n, spread evenly (not at random: the same sweep draws the same plot) around x, to the right of the
+    mean so that the dots and the interval do not hide each other."""
+    offset = JITTER * (1 + i / max(1, n - 1))
+    if logx:  # a log axis: the same visual gap at every x
+        ratios = [b / a for a, b in zip(positions, positions[1:]) if a > 0 and b > a]
+        return x * min(ratios or [2.0]) ** offset
+    gaps = [b - a for a, b in zip(positions, positions[1:]) if b > a]
+    return x + offset * min(gaps or [1.0])
+
+
+def _arm_line(ax, xs: list[float], arms, label, positions: list[float], logx: bool) -> None:
+    """The means joined by a line with their 95% t-intervals, and each seed's value as a dot in the same colour."""
+    sorted_positions = sorted(set(positions))
+    lows = [a.mean - a.interval[0] if a.interval else 0.0 for a in arms]
+    highs = [a.interval[1] - a.mean if a.interval else 0.0 for a in arms]
+    line = ax.errorbar(xs, [a.mean for a in arms], yerr=[lows, highs], marker="o", capsize=3, label=label)
+    colour = line.lines[0].get_color()
+    for x, arm in zip(xs, arms):
+        n = len(arm.values)
+        seeds_x = [_jitter(x, i, n, sorted_positions, bool(logx)) for i in range(n)]
+        ax.scatter(seeds_x, arm.values, s=9, color=colour, alpha=0.55, linewidths=0, zorder=3)
+
+
 def plot_points(sweep: Sweep, spec: dict, path: Path, references=()) -> Path:
     """spec: {y: metric (or a list: one line each), x: parameter, series: parameter (optional), logx, logy, title}."""
     plt = _pyplot()
@@ -73,27 +107,21 @@ def plot_points(sweep: Sweep, spec: dict, path: Path, references=()) -> Path:
         groups.setdefault(params.get(series_param, "") if series_param else "", []).append(key)
     x_values = list(dict.fromkeys(p.get(x_param, "") for p in sweep.points.values()))
     numeric = _as_number(x_values)
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    positions = [float(v) for v in x_values] if numeric else list(range(len(x_values)))
     for (name, keys), metric in ((g, m) for g in groups.items() for m in metrics):
-        xs, ys, errs = [], [], []
+        xs, arms = [], []
         for key in keys:
-            stat = sweep.stat(key, metric)
-            if stat is None:
+            values = [j.metrics[metric] for j in sweep.members[key] if metric in j.metrics]
+            if not values:
                 continue
             value = sweep.points[key].get(x_param, "")
             xs.append(float(value) if numeric else x_values.index(value))
-            ys.append(stat.mean)
-            errs.append(stat.sd)
+            arms.append(arm_summary(values))
         if xs:
             order = sorted(range(len(xs)), key=xs.__getitem__)
-            ax.errorbar(
-                [xs[i] for i in order],
-                [ys[i] for i in order],
-                yerr=[errs[i] for i in order],
-                marker="o",
-                capsize=3,
-                label=_legend(series_param, name, describe(metric, sweep.lab), len(metrics) > 1),
-            )
+            label = _legend(series_param, name, describe(metric, sweep.lab), len(metrics) > 1)
+            _arm_line(ax, [xs[i] for i in order], [arms[i] for i in order], label, positions, spec.get("logx"))
     if not numeric:
         ax.set_xticks(range(len(x_values)), x_values, rotation=20)
     elif spec.get("logx"):
@@ -101,7 +129,7 @@ def plot_points(sweep: Sweep, spec: dict, path: Path, references=()) -> Path:
     if spec.get("logy"):
         ax.set_yscale("log")
     reference_lines(ax, references, metrics)
-    ax.set_xlabel(short(x_param))
+    ax.set_xlabel(f"{short(x_param)}\n({BARS})", fontsize=8)
     words = describe(metrics[0], sweep.lab)
     ax.set_ylabel(spec.get("y_label", words if words == metrics[0] else f"{words}\n({metrics[0]})"), fontsize=8)
     ax.set_title(spec.get("title", f"{words} vs {short(x_param)}"), fontsize=10)
@@ -149,8 +177,57 @@ def plot_curves(sweep: Sweep, spec: dict, path: Path) -> Path:
     return path
 
 
+def _difference_panel(ax, diff: PairedDifference) -> None:
+    """One check: the seeds' differences as dots at x=0, their mean and 95% paired interval at x=1, zero, the band."""
+    if diff.band:
+        ax.axhspan(-diff.band, diff.band, color="tab:orange", alpha=0.15, label=diff.band_label)
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    n = len(diff.differences)
+    xs = [-0.15 + 0.3 * i / max(1, n - 1) for i in range(n)]  # evenly spread: the same sweep draws the same plot
+    ax.scatter(xs, diff.differences, s=16, color="tab:blue", alpha=0.7, label="a - b, one seed each")
+    if diff.interval is not None:
+        low, high = diff.interval
+        ax.errorbar(
+            [1.0],
+            [diff.mean],
+            yerr=[[diff.mean - low], [high - diff.mean]],
+            fmt="o",
+            color="black",
+            capsize=4,
+            label="mean, 95% paired t-interval",
+        )
+    if diff.note:
+        ax.text(0.5, 0.02, diff.note, transform=ax.transAxes, ha="center", va="bottom", fontsize=7, color="firebrick")
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_xticks([0, 1], ["seeds", "mean"])
+    ax.set_title(f"{textwrap.fill(diff.check, 38)}\na: {diff.a}\nb: {diff.b}", fontsize=7)
+    ax.set_ylabel(textwrap.fill(diff.unit, 40), fontsize=7)
+    ax.set_xlabel(diff.claimed, fontsize=7)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6, loc="best")
+    ax.grid(alpha=0.3, axis="y")
+
+
+def plot_paired_differences(diffs: list[PairedDifference], path: Path) -> Path:
+    """PAIRED_PLOT: one panel per two-arm claim check, at most three to a row."""
+    plt = _pyplot()
+    columns = min(3, len(diffs))
+    rows = math.ceil(len(diffs) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.9 * rows), squeeze=False)
+    for ax, diff in zip(axes.flat, diffs):
+        _difference_panel(ax, diff)
+    for ax in list(axes.flat)[len(diffs) :]:
+        ax.set_visible(False)
+    fig.suptitle("paired differences by seed (a - b)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_plots(sweep: Sweep, references: dict | None = None) -> list[Path]:
-    """Every plot of the question's `lab.plots`; `references`: point -> its Reference (zoo/lab/reference.py)."""
+    """Every plot of the question's `lab.plots`, then PAIRED_PLOT when a two-arm claim check has paired seeds;
+    `references`: point -> its Reference (zoo/lab/reference.py)."""
     distinct = list({id(r): r for r in (references or {}).values()}.values())
     written = []
     for i, spec in enumerate(sweep.lab.get("plots", [])):
@@ -162,4 +239,7 @@ def write_plots(sweep: Sweep, references: dict | None = None) -> list[Path]:
             if "curve" in spec or "curves" in spec
             else plot_points(sweep, spec, path, distinct)
         )
+    diffs = paired_differences(sweep)
+    if diffs:
+        written.append(plot_paired_differences(diffs, sweep.directory / PAIRED_PLOT))
     return written

@@ -24,6 +24,7 @@ from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, select, ve
 from .metric_names import header
 from .plots import write_plots
 from .sweep import Sweep, Unfinished, load_sweep, short
+from .work import work_line
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +102,13 @@ def write_per_seed_csv(sweep: Sweep, metrics: list[str]) -> Path:
 
 
 def wall_line(sweep: Sweep) -> str:
+    """The job time and, beside it, what each job trained on (zoo/lab/work.py): a time means little without the
+    work done in it. publish puts it after the machine, at the head of the Measured block."""
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
-    if not times:
-        return ""
-    return f"{len(sweep.jobs)} jobs, {sum(times):.0f} s of job time in all (longest job {max(times):.0f} s)."
+    spent = ""
+    if times:
+        spent = f"{len(sweep.jobs)} jobs, {sum(times):.0f} s of job time in all (longest job {max(times):.0f} s)."
+    return " ".join(part for part in (spent, work_line(sweep)) if part)
 
 
 def shown_overrides(sweep: Sweep) -> list[str]:
