@@ -5,6 +5,7 @@ round-trips exactly; bad inputs stop with one line."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -270,6 +271,96 @@ def test_lm_eval_scores_the_char_export_without_extra_arguments(gpt_char_ckpt, t
     ids = torch.tensor([ours.encode("\n" + text)])
     expected = torch.log_softmax(zoo(ids[:, :-1]), dim=-1)[0].gather(1, ids[0, 1:, None]).sum()
     assert score == pytest.approx(expected.item(), abs=1e-3)
+
+
+def lm_eval_task(export_dir, tasks_dir, task: str, limit: int, monkeypatch) -> dict:
+    """lm-eval's own evaluator (as `lm_eval --include_path tasks_dir --tasks task`) on a task written by
+    zoo.interop.lm_eval_tasks; it reads the local JSON lines only (offline) and indexes none of lm-eval's own tasks."""
+    lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install -e '.[lm-eval]'")
+    from lm_eval.tasks import TaskManager
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    return lm_eval.simple_evaluate(
+        model="hf",
+        model_args={"pretrained": str(export_dir)},
+        tasks=[task],
+        device="cpu",
+        batch_size=1,
+        limit=limit,
+        log_samples=True,
+        bootstrap_iters=0,
+        task_manager=TaskManager(include_path=str(tasks_dir), include_defaults=False),
+    )
+
+
+@torch.no_grad()
+def test_lm_eval_perplexity_task_reports_zoo_figures_on_the_same_windows(gpt_char_ckpt, tmp_path, monkeypatch):
+    """zoo_text_ppl through lm-eval: its bits per byte and perplexities are those of zoo's own loss (GPT.loss, what
+    eval.py averages) on the same window. Each passage is shorter than the 32 positions, so lm-eval scores it in one
+    window: the prefix token (the newline) then the passage, as zoo scores "\n" + passage here."""
+    from zoo.interop.lm_eval_tasks import write_tasks
+
+    export(gpt_char_ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(gpt_char_ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    held_out = [line for line in shakespeare_val().splitlines() if 12 <= len(line) <= 32 and line == line.strip()][:2]
+    (tmp_path / "held_out.txt").write_text("\n\n".join(held_out) + "\n", encoding="utf-8")
+    tasks_dir = write_tasks(tmp_path / "tasks", tmp_path / "held_out.txt")
+    figures = lm_eval_task(tmp_path / "hf", tasks_dir, "zoo_text_ppl", 2, monkeypatch)["results"]["zoo_text_ppl"]
+
+    log_likelihood, n_bytes, n_words = 0.0, 0, 0
+    for passage in held_out:
+        ids = torch.tensor([ours.encode("\n" + passage)])
+        log_likelihood -= zoo.loss(ids[:, :-1], ids[:, 1:]).item() * (ids.shape[1] - 1)
+        n_bytes, n_words = n_bytes + len(passage.encode("utf-8")), n_words + len(passage.split())
+    assert figures["bits_per_byte,none"] == pytest.approx(-log_likelihood / n_bytes / math.log(2), rel=1e-4)
+    assert figures["byte_perplexity,none"] == pytest.approx(math.exp(-log_likelihood / n_bytes), rel=1e-4)
+    assert figures["word_perplexity,none"] == pytest.approx(math.exp(-log_likelihood / n_words), rel=1e-4)
+
+
+def jittered(ckpt: str, path) -> str:
+    """The checkpoint with seeded noise on every weight (and its checksum recorded again): two training steps leave
+    the model greedily writing spaces whatever the prompt, which would make a comparison of continuations empty."""
+    from zoo.checkpointing.weights_checksum import record_checksum
+
+    checkpoint = torch.load(ckpt, map_location="cpu", weights_only=False)
+    generator = torch.Generator().manual_seed(0)
+    for name, weight in checkpoint["state_dict"].items():
+        if name.startswith("net.") and weight.is_floating_point():
+            weight.add_(torch.randn(weight.shape, generator=generator), alpha=0.5)
+    record_checksum(checkpoint)
+    torch.save(checkpoint, path)
+    return str(path)
+
+
+@torch.no_grad()
+def test_lm_eval_generation_task_continues_as_zoo_greedy(gpt_char_ckpt, tmp_path, monkeypatch):
+    """zoo_text_gen through lm-eval: each logged continuation is zoo's greedy `generate` of the same prompt, cut at
+    the first newline (the task's stop), and exact_match scores it against the line's next characters."""
+    from zoo.interop.lm_eval_tasks import CONTINUATION_CHARS, line_continuations, write_tasks
+
+    ckpt = jittered(gpt_char_ckpt, tmp_path / "jittered.ckpt")
+    export(ckpt, tmp_path / "hf")
+    zoo, info = load_model_from_checkpoint(ckpt)
+    ours = tokenizer_from_json(info["tokenizer"])
+    text = shakespeare_val()
+    (tmp_path / "held_out.txt").write_text(text, encoding="utf-8")
+    tasks_dir = write_tasks(tmp_path / "tasks", tmp_path / "held_out.txt")
+    out = lm_eval_task(tmp_path / "hf", tasks_dir, "zoo_text_gen", 3, monkeypatch)
+
+    docs = line_continuations(text)
+    samples = sorted(out["samples"]["zoo_text_gen"], key=lambda s: s["doc_id"])
+    assert [s["doc_id"] for s in samples] == [0, 1, 2]
+    matches = []
+    for sample, doc in zip(samples, docs):
+        assert sample["doc"] == doc
+        prompt = torch.tensor([ours.encode(doc["prompt"])])
+        greedy = zoo.generate(prompt, CONTINUATION_CHARS, temperature=0)[0, prompt.shape[1] :]
+        expected = ours.decode(greedy.tolist()).split("\n")[0]
+        assert sample["filtered_resps"] == [expected]
+        matches.append(expected == doc["continuation"])
+    assert len({s["filtered_resps"][0] for s in samples}) == len(samples)  # continuations that depend on the prompt
+    assert out["results"]["zoo_text_gen"]["exact_match,none"] == pytest.approx(sum(matches) / len(matches))
 
 
 # ---- BERT -----------------------------------------------------------------------------------------------------

@@ -1,0 +1,3 @@
+from zoo.interop.lm_eval_tasks import main
+
+main()
