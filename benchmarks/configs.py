@@ -4,9 +4,17 @@ Each builder takes its sizes (`sizes(name)`; a *_SIZE dict below by default) and
 flops_per_step, items_per_step, unit). FLOPs are the model's (6 per parameter per token for forward + backward, plus
 attention), identical for every implementation of a configuration. `sizes(name, tiny=True)` swaps every
 configuration for a tiny one (TINY_SIZES): a check that every row runs, not a measurement.
+
+Every peer runs in each of the attention paths its users can choose (issue 30): one workload per setting, its
+`family` naming the peer (`hf`, `timm`, `torchvision`, `marian`, `torch-nn`); the report counts the fastest setting
+of each family as that peer (benchmarks.run.fastest_by_family). Which path is fastest depends on the machine and
+the dtype (on a CPU with native bf16, eager bf16 attention beat SDPA's bf16 kernel at these shapes), so a peer held
+to one path would measure its default path, not the peer.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +72,11 @@ def _zoo_gpt(s: dict, **overrides) -> GPT:
     )
 
 
-def gpt(s: dict = GPT_SIZE, peers=("sdpa", "eager")):
+# HF's `attn_implementation` settings that run on a CPU and on any GPU (flash-attention needs its own package).
+HF_ATTENTION = ("sdpa", "eager")
+
+
+def gpt(s: dict = GPT_SIZE, peers=HF_ATTENTION):
 
     def batch():
         ids = torch.randint(0, s["vocab"], (s["batch"], s["seq"]))
@@ -78,7 +90,9 @@ def gpt(s: dict = GPT_SIZE, peers=("sdpa", "eager")):
         return model(input_ids=b[0], labels=b[0]).loss
 
     def hf(impl):
-        return Workload(f"hf-{impl}", lambda: _hf_gpt2(impl, s), batch, hf_loss, lambda m, b: m(input_ids=b[0]).logits)
+        return Workload(
+            f"hf-{impl}", lambda: _hf_gpt2(impl, s), batch, hf_loss, lambda m, b: m(input_ids=b[0]).logits, family="hf"
+        )
 
     workloads = [Workload("zoo", lambda: _zoo_gpt(s), batch, zoo_loss, lambda m, b: m(b[0])), *map(hf, peers)]
     tokens = s["batch"] * s["seq"]
@@ -192,8 +206,10 @@ def bert(s: dict = BERT_SIZE):
 
     workloads = [
         Workload("zoo", zoo, batch, zoo_loss, zoo_forward),
-        Workload("hf-sdpa", lambda: hf("sdpa"), batch, hf_loss, hf_forward),
-        Workload("hf-eager", lambda: hf("eager"), batch, hf_loss, hf_forward),
+        *(
+            Workload(f"hf-{impl}", functools.partial(hf, impl), batch, hf_loss, hf_forward, family="hf")
+            for impl in HF_ATTENTION
+        ),
     ]
     tokens = s["batch"] * s["seq"]
     # Model FLOPs of the encoder (the MLM projection counted at the labelled positions only, as zoo computes it).
@@ -231,8 +247,8 @@ def vit(s: dict = VIT_SIZE):
             )
         )
 
-    def timm_model():
-        return timm_vit.VisionTransformer(
+    def timm_model(fused: bool):
+        model = timm_vit.VisionTransformer(
             img_size=s["image"],
             patch_size=s["patch"],
             num_classes=s["classes"],
@@ -241,8 +257,17 @@ def vit(s: dict = VIT_SIZE):
             num_heads=s["heads"],
             mlp_ratio=s["mlp"] / s["dim"],
         )
+        # timm's switch, per built model: each attention module reads its own `fused_attn` at every forward (SDPA
+        # when true, matmul-softmax-matmul when false); timm.layers.set_fused_attn only sets what modules built
+        # after it copy, process-wide, so the rows would leak into each other.
+        for module in model.modules():
+            if hasattr(module, "fused_attn"):
+                module.fused_attn = fused
+        return model
 
     def torchvision_model():
+        # One attention path: nn.MultiheadAttention with need_weights=False (SDPA in training); torchvision offers
+        # no switch, and nn.MultiheadAttention's fast path applies only to inference.
         return torchvision.models.VisionTransformer(
             image_size=s["image"],
             patch_size=s["patch"],
@@ -253,7 +278,7 @@ def vit(s: dict = VIT_SIZE):
             num_classes=s["classes"],
         )
 
-    def hf_model():
+    def hf_model(impl: str):
         return ViTForImageClassification(
             HFViTConfig(
                 image_size=s["image"],
@@ -264,7 +289,7 @@ def vit(s: dict = VIT_SIZE):
                 num_attention_heads=s["heads"],
                 intermediate_size=s["mlp"],
                 num_labels=s["classes"],
-                attn_implementation="sdpa",
+                attn_implementation=impl,
             )
         )
 
@@ -279,9 +304,13 @@ def vit(s: dict = VIT_SIZE):
 
     workloads = [
         Workload("zoo", zoo, batch, loss_of(plain), plain),
-        Workload("timm", timm_model, batch, loss_of(plain), plain),
-        Workload("torchvision", torchvision_model, batch, loss_of(plain), plain),
-        Workload("hf-sdpa", hf_model, batch, loss_of(hf_logits), hf_logits),
+        Workload("timm-fused", lambda: timm_model(True), batch, loss_of(plain), plain, family="timm"),
+        Workload("timm-unfused", lambda: timm_model(False), batch, loss_of(plain), plain, family="timm"),
+        Workload("torchvision", torchvision_model, batch, loss_of(plain), plain, family="torchvision"),
+        *(
+            Workload(f"hf-{impl}", functools.partial(hf_model, impl), batch, loss_of(hf_logits), hf_logits, family="hf")
+            for impl in HF_ATTENTION
+        ),
     ]
     tokens = (s["image"] // s["patch"]) ** 2 + 1
     body = sum(p.numel() for n, p in zoo().named_parameters() if "pos" not in n)
@@ -349,7 +378,7 @@ def transformer(s: dict = MT_SIZE):
             )
         )
 
-    def marian():
+    def marian(impl: str):
         return MarianMTModel(
             MarianConfig(
                 vocab_size=s["vocab"],
@@ -369,7 +398,7 @@ def transformer(s: dict = MT_SIZE):
                 pad_token_id=0,
                 decoder_start_token_id=1,
                 share_encoder_decoder_embeddings=True,
-                attn_implementation="sdpa",
+                attn_implementation=impl,
             )
         )
 
@@ -395,8 +424,19 @@ def transformer(s: dict = MT_SIZE):
 
     workloads = [
         Workload("zoo", zoo, batch, zoo_loss, logits_zoo),
-        Workload("torch-nn-transformer", lambda: TorchTransformerMT(s), batch, torch_loss, logits_torch),
-        Workload("hf-marian", marian, batch, marian_loss, logits_marian),
+        # torch.nn.Transformer has one attention path when training: nn.MultiheadAttention with need_weights=False,
+        # which calls SDPA. Its fast path (torch.backends.mha.set_fastpath_enabled, the encoder's nested tensors)
+        # applies only to inference (eval mode, no gradients), so there is no training-time switch to give it a
+        # second row; the forward-only column is its fast path where the encoder takes it.
+        Workload(
+            "torch-nn-transformer", lambda: TorchTransformerMT(s), batch, torch_loss, logits_torch, family="torch-nn"
+        ),
+        *(
+            Workload(
+                f"marian-{impl}", functools.partial(marian, impl), batch, marian_loss, logits_marian, family="marian"
+            )
+            for impl in HF_ATTENTION
+        ),
     ]
     src_tokens, tgt_tokens = s["batch"] * s["src"], s["batch"] * s["tgt"]
     named = dict(zoo().named_parameters())

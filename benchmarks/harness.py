@@ -119,7 +119,8 @@ def _hwm_bytes() -> int:
 
 @dataclass
 class Workload:
-    """One implementation of one configuration: how to build it and run a training step / a forward pass."""
+    """One implementation of one configuration: how to build it and run a training step / a forward pass. `family`
+    names the peer it is a setting of (None: zoo's own rows); the fastest setting of a family counts as that peer."""
 
     name: str
     build: Callable[[], torch.nn.Module]
@@ -127,6 +128,7 @@ class Workload:
     loss: Callable[[torch.nn.Module, tuple], torch.Tensor]
     forward: Callable[[torch.nn.Module, tuple], object]
     optimizer_kwargs: dict = field(default_factory=dict)
+    family: str | None = None
 
 
 @dataclass

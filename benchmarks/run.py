@@ -2,7 +2,10 @@
 [--activation-checkpointing] [--smoke] [--tiny]
 
 Prints a table and writes JSON. Rows of one configuration and dtype are measured interleaved in this process;
-`ratio` is a row's median train-step time over the fastest peer's (below 1.0: zoo is faster).
+`ratio` is a row's median train-step time over the fastest peer's (below 1.0: zoo is faster). Every peer runs in
+each of its attention paths (configs: one row per setting, `family` naming the peer); a second table gives, for
+each peer family, its fastest setting in that dtype and zoo's ratio to it. `--render FILE` prints the tables of a
+saved run without measuring (runs before every setting was measured are marked as such).
 Opt-in: `--configs gpt2 --dtypes bf16` (GPT-2 124M at 1024 tokens against HF; meant for a GPU).
 
 Defaults fit in about 15 minutes on a 2-core x86 CPU: bf16 only where the machine computes it natively
@@ -62,6 +65,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--tiny", action="store_true", help="tiny model sizes: a check that every row runs, not a measurement"
     )
+    p.add_argument("--render", metavar="FILE", help="print the tables of a saved results JSON; measures nothing")
     return p.parse_args(argv)
 
 
@@ -114,12 +118,74 @@ def bench_training(name, dtype_name, device, args) -> list[dict]:
                 peak_mb=None if p.peak_bytes is None else p.peak_bytes / 2**20,
                 activation_mb=None if p.activation_bytes is None else p.activation_bytes / 2**20,
                 achieved_gflops=flops / step / 1e9,
+                family=p.workload.family,
             )
         )
-    peers = [r["train_ms"] for r in rows if r["impl"] != "zoo" and not r["impl"].startswith("zoo-")]
+    peers = [r["train_ms"] for r in rows if r["family"] is not None]
     for r in rows:
         r["ratio"] = r["train_ms"] / min(peers) if peers else float("nan")
     return rows
+
+
+# Runs before issue 30 named one row per peer setting without a `family`; their names say it.
+LEGACY_FAMILIES = {
+    "hf-sdpa": "hf",
+    "hf-eager": "hf",
+    "timm": "timm",
+    "torchvision": "torchvision",
+    "hf-marian": "marian",
+    "torch-nn-transformer": "torch-nn",
+}
+FEWER_SETTINGS = (
+    "measured against fewer peer settings: each peer in the attention paths listed per row, not every path its "
+    "users can choose (before issue 30)"
+)
+
+
+def family_of(row: dict) -> str | None:
+    """The peer family of a training row; None for zoo's own rows (zoo, zoo-compile, zoo-ckpt)."""
+    return row["family"] if "family" in row else LEGACY_FAMILIES.get(row["impl"])
+
+
+def fastest_by_family(rows: list[dict]) -> list[dict]:
+    """For each configuration, dtype and peer family (in the order of the rows): the family's fastest setting (the
+    lowest train step), every setting it ran, and each zoo row's train step over that fastest setting."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if "train_ms" in r:
+            groups.setdefault((r["config"], r["dtype"]), []).append(r)
+    summary = []
+    for (config, dtype), group in groups.items():
+        ours = [r for r in group if family_of(r) is None]
+        families: dict[str, list[dict]] = {}
+        for r in group:
+            if family_of(r) is not None:
+                families.setdefault(family_of(r), []).append(r)
+        for family, settings in families.items():
+            fastest = min(settings, key=lambda r: r["train_ms"])
+            summary.append(
+                dict(
+                    config=config,
+                    dtype=dtype,
+                    family=family,
+                    fastest=fastest["impl"],
+                    train_ms=fastest["train_ms"],
+                    settings=[r["impl"] for r in settings],
+                    zoo_vs={r["impl"]: r["train_ms"] / fastest["train_ms"] for r in ours},
+                )
+            )
+    return summary
+
+
+def peer_settings(rows: list[dict]) -> dict:
+    """{config: {family: [settings]}} of the training rows: what a run measured each peer in."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        if "train_ms" in r and family_of(r) is not None:
+            settings = out.setdefault(r["config"], {}).setdefault(family_of(r), [])
+            if r["impl"] not in settings:
+                settings.append(r["impl"])
+    return out
 
 
 @torch.no_grad()
@@ -180,8 +246,18 @@ def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     # Tiny sizes run on one intra-op thread: their ops gain nothing from a second one, and on a busy machine each op
     # would wait for it to be scheduled (rows took seconds instead of milliseconds).
+    if args.render:
+        return render(args.render)
     with intra_op_threads(1 if args.tiny else None):
         return benchmark(args)
+
+
+def render(path: str) -> list[dict]:
+    """Print the tables of a saved run (any results JSON in benchmarks/results/, older formats included)."""
+    with open(path) as f:
+        saved = json.load(f)
+    print_table(saved["rows"], saved["meta"])
+    return saved["rows"]
 
 
 def benchmark(args) -> list[dict]:
@@ -234,10 +310,13 @@ def benchmark(args) -> list[dict]:
         steps=args.steps,
         rounds=args.rounds,
         notes=notes,
+        # Every attention path of every peer (issue 30); files without this key measured fewer (FEWER_SETTINGS).
+        peer_settings=peer_settings(rows),
+        new_tokens=sizes("generation", args.tiny)["new_tokens"],
         kept_freed_memory=allocator,
         wall_s=time.perf_counter() - started,
     )
-    print_table(rows, meta, sizes("generation", args.tiny)["new_tokens"])
+    print_table(rows, meta)
     with open(args.json, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2)
     return rows
@@ -269,31 +348,58 @@ def machine_name() -> str:
         return platform.processor() or platform.machine()
 
 
-def print_table(rows, meta, new_tokens: int) -> None:
+def print_table(rows, meta) -> None:
+    """The per-setting table, the fastest setting of each peer family with zoo's ratios to it, and generation.
+    Tolerates the older results files (keys added since are shown as "-")."""
+    sizes_at = meta.get("peak_matmul_size", {})
     print(
         f"# {meta['date']} {meta['device']} ({meta['machine']}, {meta['threads']} threads), torch {meta['torch']}; "
         "matmul peak "
-        + ", ".join(f"{d} {g:.0f} GFLOP/s (n={meta['peak_matmul_size'][d]})" for d, g in meta["peak_gflops"].items())
+        + ", ".join(
+            f"{d} {g:.0f} GFLOP/s" + (f" (n={sizes_at[d]})" if d in sizes_at else "")
+            for d, g in meta["peak_gflops"].items()
+        )
         + f"; {meta['wall_s'] / 60:.1f} min"
     )
+    if "peer_settings" not in meta:
+        print(f"# {FEWER_SETTINGS}")
+    summary = fastest_by_family(rows)
+    # The fastest setting is marked where a family ran several.
+    fastest = {(f["config"], f["dtype"], f["fastest"]) for f in summary if len(f["settings"]) > 1}
     print(
-        "| config | dtype | impl | train step ms | vs fastest peer | forward ms | throughput | peak MB | activation MB "
-        "| MFU |"
+        "| config | dtype | impl | peer | train step ms | vs fastest peer | forward ms | throughput | peak MB "
+        "| activation MB | MFU |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "train_ms" in r:
-            peak, held = ("-" if r[k] is None else f"{r[k]:.0f}" for k in ("peak_mb", "activation_mb"))
+            peak, held = ("-" if r.get(k) is None else f"{r[k]:.0f}" for k in ("peak_mb", "activation_mb"))
+            family = family_of(r)
+            peer = (
+                "-"
+                if family is None
+                else family + (" (fastest)" if (r["config"], r["dtype"], r["impl"]) in fastest else "")
+            )
+            mfu = "-" if r.get("mfu") is None else f"{r['mfu']:.2f}" + ("*" if r.get("above_peak") else "")
             print(
-                f"| {r['config']} | {r['dtype']} | {r['impl']} | {r['train_ms']:.1f} | {r['ratio']:.2f}x | "
-                f"{r['forward_ms']:.1f} | {r['throughput']:.0f} {r['unit']}/s | {peak} | {held} | {r['mfu']:.2f}"
-                + ("*" if r["above_peak"] else "")
-                + " |"
+                f"| {r['config']} | {r['dtype']} | {r['impl']} | {peer} | {r['train_ms']:.1f} | {r['ratio']:.2f}x | "
+                f"{r['forward_ms']:.1f} | {r['throughput']:.0f} {r['unit']}/s | {peak} | {held} | {mfu} |"
             )
     if any(r.get("above_peak") for r in rows):
         print("* above the measured matmul peak: the probe under-read this machine (busy?), so this MFU means nothing")
+    if summary:
+        print("\n| config | dtype | peer | settings | fastest setting | its step ms | zoo vs it |")
+        print("|---|---|---|---|---|---|---|")
+        for f in summary:
+            ratios = ", ".join(f"{impl} {ratio:.2f}x" for impl, ratio in f["zoo_vs"].items())
+            print(
+                f"| {f['config']} | {f['dtype']} | {f['family']} | {', '.join(f['settings'])} | {f['fastest']} | "
+                f"{f['train_ms']:.1f} | {ratios} |"
+            )
     generation = [r for r in rows if "total_ms" in r]
     if generation:
+        # Runs before `new_tokens` was saved used GENERATION's lengths.
+        new_tokens = meta.get("new_tokens", sizes("generation")["new_tokens"])
         print(
             f"\n| generation | dtype | impl | ms for {new_tokens} new tokens | tokens/s | vs HF | same tokens as zoo |"
         )

@@ -10,19 +10,35 @@ import pytest
 
 from zoo.callbacks.throughput import CPU_SIZES, measure_matmul_peak
 
-from benchmarks.run import auto_steps, main
+from benchmarks.run import FEWER_SETTINGS, auto_steps, fastest_by_family, main
 
 # One step per row at tiny sizes (benchmarks/configs.py: TINY_SIZES): every row's code path in seconds, where the
 # real sizes took minutes on a 2-core CPU. What is asserted does not depend on the sizes.
 TINY = ["--smoke", "--tiny"]
 
+# Every peer in each attention path its users can choose (issue 30), by configuration and peer family.
+PEER_SETTINGS = {
+    "gpt": {"hf": ["hf-sdpa", "hf-eager"]},
+    "bert": {"hf": ["hf-sdpa", "hf-eager"]},
+    "vit": {"timm": ["timm-fused", "timm-unfused"], "torchvision": ["torchvision"], "hf": ["hf-sdpa", "hf-eager"]},
+    "transformer": {"torch-nn": ["torch-nn-transformer"], "marian": ["marian-sdpa", "marian-eager"]},
+}
 
-def test_benchmark_smoke(tmp_path):
+
+def test_benchmark_smoke(tmp_path, capsys):
     out = tmp_path / "bench.json"
     rows = main([*TINY, "--no-compile", "--dtypes", "fp32", "--json", str(out)])
     training = [r for r in rows if "train_ms" in r]
     assert {r["config"] for r in training} == {"gpt", "bert", "vit", "transformer"}
-    assert {r["impl"] for r in training if r["config"] == "gpt"} == {"zoo", "hf-sdpa", "hf-eager"}
+    for config, families in PEER_SETTINGS.items():  # every setting of every peer ran, beside zoo
+        ran = {r["impl"]: r["family"] for r in training if r["config"] == config}
+        assert ran == {"zoo": None, **{impl: family for family, impls in families.items() for impl in impls}}
+    # zoo's ratio is against the fastest setting of any peer; each family's fastest setting is reported.
+    for config in PEER_SETTINGS:
+        zoo, *peers = [r for r in training if r["config"] == config]
+        assert zoo["ratio"] == zoo["train_ms"] / min(r["train_ms"] for r in peers)
+    summary = fastest_by_family(rows)
+    assert {(f["config"], f["family"]) for f in summary} == {(c, f) for c, fs in PEER_SETTINGS.items() for f in fs}
     # MFU is finite and positive; how close to 1 it comes depends on the machine (no bound asserted here).
     assert all(
         r["train_ms"] > 0
@@ -39,6 +55,107 @@ def test_benchmark_smoke(tmp_path):
     assert saved["meta"]["torch"] == __import__("torch").__version__ and len(saved["rows"]) == len(rows)
     assert saved["meta"]["peak_matmul_size"]["fp32"] in CPU_SIZES and saved["meta"]["peak_gflops"]["fp32"] > 0
     assert any("not a measurement" in line for line in saved["meta"]["notes"])  # a tiny run says what it is
+    assert saved["meta"]["peer_settings"] == PEER_SETTINGS
+    capsys.readouterr()
+    assert main(["--render", str(out)]) == saved["rows"]
+    shown = capsys.readouterr().out
+    assert FEWER_SETTINGS not in shown and "| vit | fp32 | timm | timm-fused, timm-unfused |" in shown
+
+
+def _sdpa_calls(workload, model) -> int:
+    """How many times a training forward + loss of `model` calls F.scaled_dot_product_attention itself."""
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.calls += func is F.scaled_dot_product_attention
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        workload.loss(model, workload.batch())
+    return Count.calls
+
+
+@pytest.mark.parametrize("config", sorted(PEER_SETTINGS))
+def test_every_peer_setting_runs_its_own_attention_path(config):
+    """One workload per setting a peer's users can choose, and each built model really runs that path: HF's and
+    Marian's `attn_implementation` is the one asked for, every timm attention module has the asked `fused_attn`,
+    and only the SDPA / fused settings call scaled_dot_product_attention."""
+    import timm.layers
+
+    from benchmarks import configs
+
+    s = configs.sizes(config, tiny=True)
+    workloads = configs.CONFIGS[config](s)[0]
+    assert {w.family for w in workloads if w.name.startswith("zoo")} == {None}
+    settings = {}
+    for w in workloads:
+        if w.family is not None:
+            settings.setdefault(w.family, []).append(w.name)
+    assert settings == PEER_SETTINGS[config]
+    global_default = timm.layers.use_fused_attn()
+    built = {}
+    for w in workloads:
+        if w.family in ("hf", "marian"):
+            model = w.build()
+            asked = w.name.rsplit("-", 1)[1]
+            assert model.config._attn_implementation == asked
+            assert (_sdpa_calls(w, model) > 0) == (asked == "sdpa"), w.name
+        elif w.family == "timm":
+            built[w.name] = model = w.build()
+            assert (_sdpa_calls(w, model) > 0) == (w.name == "timm-fused")
+    if built:  # set per model: the unfused model stays unfused after the fused one is built, the global is untouched
+        for name, model in built.items():
+            attention = [m for m in model.modules() if isinstance(m, timm.layers.Attention)]
+            assert len(attention) == s["depth"] and {m.fused_attn for m in attention} == {name == "timm-fused"}
+        assert timm.layers.use_fused_attn() == global_default
+
+
+def test_fastest_setting_of_each_family_counts_as_the_peer():
+    """Per configuration, dtype and peer family the lowest train step is the family's; zoo's rows are divided by
+    it. Rows of runs before issue 30 (no `family`) are grouped by their names."""
+
+    def row(impl, ms, family="-", dtype="bf16"):
+        r = dict(config="gpt", dtype=dtype, impl=impl, train_ms=ms)
+        return r if family == "-" else {**r, "family": family}
+
+    rows = [
+        row("zoo", 100.0, None),
+        row("zoo-compile", 80.0, None),
+        row("hf-sdpa", 400.0, "hf"),
+        row("hf-eager", 200.0, "hf"),
+        row("timm-fused", 150.0, "timm"),
+        row("timm-unfused", 300.0, "timm"),
+        row("zoo", 90.0, None, "fp32"),
+        row("hf-sdpa", 180.0, "hf", "fp32"),
+        row("hf-eager", 360.0, "hf", "fp32"),
+        dict(config="generation b1", dtype="bf16", impl="hf", total_ms=5.0),  # not a training row
+    ]
+    summary = {(f["dtype"], f["family"]): f for f in fastest_by_family(rows)}
+    assert set(summary) == {("bf16", "hf"), ("bf16", "timm"), ("fp32", "hf")}
+    assert summary["bf16", "hf"]["fastest"] == "hf-eager" and summary["fp32", "hf"]["fastest"] == "hf-sdpa"
+    assert summary["bf16", "hf"]["settings"] == ["hf-sdpa", "hf-eager"]
+    assert summary["bf16", "hf"]["zoo_vs"] == {"zoo": 0.5, "zoo-compile": 0.4}
+    assert summary["bf16", "timm"]["fastest"] == "timm-fused" and summary["bf16", "timm"]["train_ms"] == 150.0
+    assert summary["fp32", "hf"]["zoo_vs"] == {"zoo": 0.5}
+    legacy = [row("zoo", 100.0), row("hf-sdpa", 300.0), row("hf-eager", 250.0), row("hf-marian", 200.0)]
+    summary = {f["family"]: f for f in fastest_by_family(legacy)}
+    assert summary["hf"]["fastest"] == "hf-eager" and summary["marian"]["zoo_vs"] == {"zoo": 0.5}
+
+
+@pytest.mark.parametrize("name", ["2026-11-29-cpu-2core", "2026-12-01-cpu-2core", "2026-12-01-late-cpu-2core"])
+def test_saved_runs_still_render_marked_as_measured_against_fewer_peer_settings(name, capsys):
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "results" / f"{name}.json"
+    rows = main(["--render", str(path)])
+    shown = capsys.readouterr().out
+    assert FEWER_SETTINGS in shown and "| gpt | bf16 | hf | hf-sdpa, hf-eager | hf-eager |" in shown
+    assert "| transformer | fp32 | marian | hf-marian | hf-marian |" in shown
+    assert sum(line.startswith("| ") for line in shown.splitlines()) > len(rows)  # every row, and the summary
 
 
 @pytest.fixture(scope="module")
@@ -169,18 +286,18 @@ def test_profile_splits_the_step_and_groups_matmuls_by_shape(capsys):
     from benchmarks.configs import TINY_SIZES
     from benchmarks.profile import main as profile
 
-    medians = profile(["vit", "--tiny", "--impls", "zoo,timm", "--steps", "1", "--rounds", "1", "--shapes"])
-    assert set(medians) == {"zoo", "timm"} and all(t > 0 for times in medians.values() for t in times)
+    medians = profile(["vit", "--tiny", "--impls", "zoo,timm-fused", "--steps", "1", "--rounds", "1", "--shapes"])
+    assert set(medians) == {"zoo", "timm-fused"} and all(t > 0 for times in medians.values() for t in times)
     out = capsys.readouterr().out
     # The blocks' GEMMs over every token of the batch (images x (patches + class token), width) show up by shape.
     s = TINY_SIZES["vit"]
     block_input = f"[{s['batch'] * ((s['image'] // s['patch']) ** 2 + 1)}, {s['dim']}]"
-    zoo, timm = out.split("===== timm: matmuls")
+    zoo, timm = out.split("===== timm-fused: matmuls")
     assert "===== zoo: matmuls" in zoo and block_input in zoo and block_input in timm
 
 
 def test_profile_names_an_unknown_implementation():
     from benchmarks.profile import main as profile
 
-    with pytest.raises(SystemExit, match="no implementation nope in 'vit'; it has: zoo, timm"):
+    with pytest.raises(SystemExit, match="no implementation nope in 'vit'; it has: zoo, timm-fused, timm-unfused,"):
         profile(["vit", "--impls", "nope"])
