@@ -1,4 +1,5 @@
-"""Where a benchmark step goes: python -m benchmarks.profile vit [--impls zoo,timm] [--dtype fp32] [--ops 15] [--tiny]
+"""Where a benchmark step goes: python -m benchmarks.profile vit [--impls zoo,timm-unfused] [--dtype fp32] [--ops 15]
+[--tiny]
 
 For each implementation of one configuration (benchmarks/configs.py): the median time of the forward (with the
 loss), the backward and the optimizer step, measured interleaved as benchmarks.run measures; then, with --ops,
