@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -58,6 +59,22 @@ def test_unknown_question_or_no_jobs_is_a_one_line_error(tmp_path):
     result = run_lab("gpu", "--jobs", "0", "--out", str(tmp_path))
     assert result.returncode == 2 and "--jobs 0" in result.stderr
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def test_dry_run_prints_each_questions_estimate_and_command_and_runs_nothing(tmp_path):
+    result = run_lab("gpu", "--dry-run", "--out", str(tmp_path))  # no GPU needed to look at the plan
+    assert result.returncode == 0, result.stderr
+    for name, jobs in zip(PLAN, (40, 25, 60)):
+        assert f"== {name}: {jobs} jobs, 16 at a time; estimate on one H100/H200" in result.stdout
+        assert f"would run: python -m zoo.lab run {name} " in result.stdout
+    assert "trainer.precision=bf16-mixed" in result.stdout and not any(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_without_a_gpu_the_full_run_stops_before_any_job(tmp_path):
+    result = run_lab("gpu", "--out", str(tmp_path))
+    assert result.returncode == 2 and "no CUDA GPU on this machine" in result.stderr
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.slow

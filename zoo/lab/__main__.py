@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu.add_argument("--budget-min", type=float, default=12, help="skip a question whose estimate does not fit")
     gpu.add_argument("--out", help="folder of the sweeps, one per question (default logs/lab_gpu/<time>)")
     gpu.add_argument("--cpu", action="store_true", help="scaled down to seconds on a CPU (a test, a dry run)")
+    gpu.add_argument("--dry-run", action="store_true", help="print each question's estimate and command; run nothing")
     gpu.set_defaults(fn=_cmd_gpu)
     # Anything after the question's name (or gpu's options) that is not an option is a Hydra override.
     args, extra = parser.parse_known_args(argv)

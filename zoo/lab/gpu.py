@@ -74,6 +74,20 @@ def question_config_params(name: str) -> dict:
     return ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
 
 
+def prepare_data(name: str) -> None:
+    """The question's tokenizer and encoded splits built once, here, before its jobs start: otherwise the first wave
+    of jobs builds them all at once (the cache's writes are atomic, so only time is lost, which is why a failure
+    here is only a note: the jobs then prepare the data themselves, and say what is wrong)."""
+    from hydra.utils import instantiate
+
+    from .questions import composed_config
+
+    try:
+        instantiate(composed_config(name)["data"]).prepare_data()
+    except Exception as err:  # noqa: BLE001 - see above: the jobs report the real error
+        print(f"note: {name}'s data not prepared ahead ({err}); its jobs prepare it themselves", flush=True)
+
+
 def run_question(name: str, plan: list[str], sweep_dir: Path) -> tuple[int, str]:
     """Run one question's sweep and report it: (exit status of the sweep, a line that says how it went)."""
     from .__main__ import check_run_overrides, run_forwarding_signals, train_command
@@ -83,6 +97,7 @@ def run_question(name: str, plan: list[str], sweep_dir: Path) -> tuple[int, str]
     args = [*plan, f"hydra.sweep.dir={sweep_dir}"]
     check_run_overrides(name, args)
     command = [*train_command(), "-m", f"experiment=lab/{name}", *args]
+    prepare_data(name)
     print("running: python -m zoo.lab run " + " ".join([name, *args]), flush=True)
     code, stopped_by = run_forwarding_signals(command)
     if stopped_by is not None:
@@ -97,6 +112,18 @@ def run_question(name: str, plan: list[str], sweep_dir: Path) -> tuple[int, str]
     return code, line + "".join(f"\n    {f}" for f in failed)
 
 
+def _check_machine(cpu: bool) -> None:
+    """One line before any job starts, rather than every job failing the same way minutes later."""
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
+        raise ValueError("the parallel jobs need Hydra's joblib launcher: pip install 'transformer-zoo[sweep]'")
+    if not cpu and not torch.cuda.is_available():
+        raise ValueError("no CUDA GPU on this machine: run it on one, or pass --cpu for the scaled-down run")
+
+
 def cmd_gpu(args) -> int:
     if args.jobs < 1:
         raise ValueError(f"--jobs {args.jobs}: run at least one job at a time")
@@ -104,6 +131,8 @@ def cmd_gpu(args) -> int:
     for name in names:
         gpu_section(name)  # every question named has a GPU budget, before anything runs
     out = Path(args.out or f"logs/lab_gpu/{datetime.now():%Y-%m-%d_%H-%M-%S}")
+    if not args.dry_run:
+        _check_machine(args.cpu)
     # A job is mostly Python driving small kernels: its share of the cores, not all of them each.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.jobs)))
     started, results = time.monotonic(), {}
@@ -116,6 +145,9 @@ def cmd_gpu(args) -> int:
             f"(a guess from lab.gpu.job_s, not yet measured), {max(left, 0) / 60:.1f} min of the budget left",
             flush=True,
         )
+        if args.dry_run:
+            print("would run: python -m zoo.lab run " + " ".join([name, *plan, f"hydra.sweep.dir={out / name}"]))
+            continue
         if not args.cpu and guess > left:  # the scaled-down run is the test: it runs every question it is given
             results[name] = (0, f"skipped: the estimate does not fit the {args.budget_min:g} min budget")
             print(f"== {name}: {results[name][1]}", flush=True)
@@ -124,6 +156,8 @@ def cmd_gpu(args) -> int:
         print(f"== {name}: {results[name][1]}", flush=True)
         if results[name][0] >= 128:  # stopped by a signal: the run as a whole stops
             break
+    if args.dry_run:
+        return 0
     print(f"\nlab gpu run in {out} ({(time.monotonic() - started) / 60:.1f} min):")
     for name, (code, line) in results.items():
         print(f"  {name}: {'ok' if code == 0 else f'exit {code}'}: {line}")
