@@ -70,6 +70,15 @@ def test_dry_run_prints_each_questions_estimate_and_command_and_runs_nothing(tmp
     assert "trainer.precision=bf16-mixed" in result.stdout and not any(tmp_path.iterdir())
 
 
+def test_a_question_whose_folder_holds_a_sweep_is_refused_and_the_next_still_tried(tmp_path):
+    for name in ("ln_placement", "heads_multi30k"):  # both folders taken: neither runs, both are reported
+        (tmp_path / name / "0").mkdir(parents=True)
+    result = run_lab("gpu", "--cpu", "--only", "ln_placement,heads_multi30k", "--out", str(tmp_path))
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    for name in ("ln_placement", "heads_multi30k"):
+        assert f"  {name}: exit 2: not run: {tmp_path / name} already holds a sweep" in result.stdout
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_without_a_gpu_the_full_run_stops_before_any_job(tmp_path):
     result = run_lab("gpu", "--out", str(tmp_path))

@@ -152,7 +152,10 @@ def cmd_gpu(args) -> int:
             results[name] = (0, f"skipped: the estimate does not fit the {args.budget_min:g} min budget")
             print(f"== {name}: {results[name][1]}", flush=True)
             continue
-        results[name] = run_question(name, plan, out / name)
+        try:
+            results[name] = run_question(name, plan, out / name)
+        except ValueError as err:  # e.g. its folder holds an earlier sweep: the next questions still run
+            results[name] = (2, f"not run: {err}")
         print(f"== {name}: {results[name][1]}", flush=True)
         if results[name][0] >= 128:  # stopped by a signal: the run as a whole stops
             break
