@@ -1,4 +1,5 @@
-"""python -m zoo.lab list | report <sweep_dir> | run <name> [--quick] [overrides...] | publish <sweep_dir> | summary"""
+"""python -m zoo.lab list | report <sweep_dir> | run <name> [--quick] [overrides...] | publish <sweep_dir> | summary
+| gpu [--cpu] [--only <a,b>] [overrides...]"""
 
 from __future__ import annotations
 
@@ -132,6 +133,12 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _cmd_gpu(args) -> int:
+    from .gpu import cmd_gpu
+
+    return cmd_gpu(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m zoo.lab",
@@ -159,9 +166,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("name")
     run.add_argument("--quick", action="store_true", help="a budget of seconds: tiny steps, few val batches")
     run.set_defaults(fn=cmd_run)
-    # Anything after the question's name that is not an option is a Hydra override (e.g. hydra.sweep.dir=...).
+    gpu = sub.add_parser("gpu", help="the questions that need a GPU, at their GPU budget, several jobs at once")
+    gpu.add_argument(
+        "--only", type=lambda s: s.split(","), metavar="A,B", help="these questions (default: zoo.lab.gpu.PLAN)"
+    )
+    gpu.add_argument("--jobs", type=int, default=16, help="jobs at once on the one GPU (default 16)")
+    gpu.add_argument("--budget-min", type=float, default=12, help="skip a question whose estimate does not fit")
+    gpu.add_argument("--out", help="folder of the sweeps, one per question (default logs/lab_gpu/<time>)")
+    gpu.add_argument("--cpu", action="store_true", help="scaled down to seconds on a CPU (a test, a dry run)")
+    gpu.add_argument("--dry-run", action="store_true", help="print each question's estimate and command; run nothing")
+    gpu.set_defaults(fn=_cmd_gpu)
+    # Anything after the question's name (or gpu's options) that is not an option is a Hydra override.
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "run" or any(e.startswith("-") for e in extra):
+    if extra and args.command not in ("run", "gpu") or any(e.startswith("-") for e in extra):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.overrides = extra
     try:

@@ -48,14 +48,18 @@ from .sweep import Sweep, load_sweep
 
 
 def machine_line() -> str:
-    """The CPU (model name, cores, the kernels torch picks) and torch version: figures are only comparable on it."""
+    """The CPU (model name, cores, the kernels torch picks), the GPU if any, and torch version: figures are only
+    comparable on it."""
     model = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), flags=re.MULTILINE)
         model = names[0].strip() if names else model
     capability = torch.backends.cpu.get_cpu_capability()
-    return f"{model}, {torch.get_num_threads()} threads, torch {torch.__version__} (CPU capability {capability})"
+    line = f"{model}, {torch.get_num_threads()} threads, torch {torch.__version__} (CPU capability {capability})"
+    if torch.cuda.is_available():  # `python -m zoo.lab gpu` runs on it: its figures are the GPU's
+        line += f", GPU {torch.cuda.get_device_name(0)}"
+    return line
 
 
 def markers(name: str) -> tuple[str, str]:
