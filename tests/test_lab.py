@@ -113,6 +113,8 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
     seeds = {p["seed"] for p in grid}
     assert len(seeds) >= 2, f"{name}: every point needs >= 2 seeds"
     swept = {k: {canonical_value(p[k]) for p in grid} for k in grid[0]}
+    arms = OmegaConf.select(cfg, "lab_measure.arms")  # one job's interleaved arms: points of the report too
+    swept.update({k: {canonical_value(v) for v in values} for k, values in (arms or {}).items()})
     for i, check in enumerate(lab["checks"]):  # each check names swept values that exist
         check_config(check, i)
         for selector in check["points"]:

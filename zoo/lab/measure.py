@@ -4,10 +4,17 @@ A lab config sets `lab_measure: {_target_: zoo.lab.measure.<function>, ...}`; tr
 the model as for training and calls `measure`, which returns (metrics, record) for result.json. Inputs are real
 text from the validation split. Timings are wall-clock on this machine (medians of a few repetitions): compare
 them within one sweep, never across machines.
+
+A measurement that compares times times its arms interleaved in one job (zoo/lab/timing.py): `arms` is a grid of
+arm parameters, every arm is built and timed in this process, and the record lists each arm with its parameters, so
+the report reads every arm as a point (zoo/lab/sweep.py). A timing whose spread shows the machine was shared is
+flagged `contended` and decides no check.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import time
 from statistics import median
 
@@ -16,6 +23,7 @@ import torch
 
 from zoo.core import KVCache
 
+from . import timing
 from .memory import count_saved_tensors, cuda_peak_mb
 
 
@@ -162,3 +170,55 @@ def decoding(
     }
     series = {"decode_ms_by_position": [1000 * t for t in per_token]}
     return metrics, {"metrics": metrics, "series": series}
+
+
+def arm_grid(arms: dict[str, list]) -> list[dict]:
+    """{parameter: [values]} -> every combination, in the grid's order: the arms of one interleaved job."""
+    if not arms or not all(isinstance(v, list) and v for v in arms.values()):
+        raise ValueError(f"lab_measure.arms must map each arm parameter to a non-empty list of values, got {arms}")
+    return [dict(zip(arms, combo)) for combo in itertools.product(*arms.values())]
+
+
+def interleaved_attention_cost(
+    net,
+    datamodule,
+    *,
+    arms: dict[str, list],
+    variants: dict[str, dict],
+    batch_size: int = 1,
+    rounds: int = 5,
+    warmup: int = 1,
+    device: str = "auto",
+) -> tuple[dict, dict]:
+    """attention_cost for every arm of `arms` ({variant: [...], seq_len: [...]}) in one process: each variant's
+    model is `net` with the variant's config fields (`variants[name]`), each arm a training step of its variant at its
+    length; the steps are timed interleaved (zoo/lab/timing.py) and each arm's saved memory counted once."""
+    grid = arm_grid(arms)
+    if any(set(arm) != {"variant", "seq_len"} for arm in grid):
+        raise ValueError(f"lab_measure.arms takes exactly variant and seq_len, got {', '.join(arms)}")
+    unknown = sorted({arm["variant"] for arm in grid} - set(variants))
+    if unknown:
+        raise ValueError(f"lab_measure.arms.variant: {', '.join(unknown)} not in lab.variants ({', '.join(variants)})")
+    dev = _device(device)
+    nets = {}  # one model per variant, shared by its lengths: weights do not change what a step costs
+    for name in dict.fromkeys(arm["variant"] for arm in grid):
+        nets[name] = type(net)(dataclasses.replace(net.config, **variants[name])).to(dev).train()
+    steps, saved = {}, {}
+    for arm in grid:
+        _check_length(nets[arm["variant"]], arm["seq_len"], "lab_measure.arms.seq_len")
+        text = _text(datamodule, batch_size, arm["seq_len"], dev)
+        label = f"{arm['variant']}@{arm['seq_len']}"
+        steps[label] = _train_step(nets[arm["variant"]], text)
+        with count_saved_tensors(nets[arm["variant"]]) as counter:
+            loss = nets[arm["variant"]].loss(text[:, :-1], text[:, 1:])
+        del loss  # its graph, and the tensors saved in it, go with it
+        saved[label] = counter.bytes / 2**20
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
+    timings = timing.interleave(steps, rounds=rounds, warmup=warmup, sync=sync)
+    records = []
+    for arm, (label, t) in zip(grid, timings.items()):
+        metrics = {**t.metrics("lab/step_ms"), "lab/saved_mb": saved[label]}
+        metrics["lab/tokens_per_sec"] = batch_size * arm["seq_len"] / t.median
+        records.append({"params": arm, "metrics": metrics})
+    job = {**timing.load(), "lab/timing_spread_max": max(t.spread for t in timings.values())}
+    return job, {"metrics": job, "arms": records}
