@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import ctypes.util
+import functools
 import statistics
 import time
 from collections.abc import Callable

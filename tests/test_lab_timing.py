@@ -173,3 +173,16 @@ def test_window_cost_times_its_arms_interleaved_in_one_job(tmp_path):
     values = loaded.samples(["lab/step_ms", *timing.companions(["lab/step_ms"])])
     [result] = decide([evaluate(check, values, loaded.points, 0)])
     assert result.outcome == "inconclusive" and "timing contended (spread 80% > 25%" in result.detail
+
+
+def test_the_probes_of_trained_arms_record_their_spread_too():
+    """CostProbe (dot_vs_additive) and the fold timing (bn_vit) carry the same companions: a job that shared the
+    machine flags its own timing, even where the arms are trained in separate jobs."""
+    from zoo.lab.cost import CostProbe
+
+    probe = CostProbe()
+    probe.times = [0.010, 0.011, 0.010, 0.030, 0.031, 0.029, 0.010, 0.030]
+    metrics = probe.lab_record()["metrics"]
+    assert metrics["probe/cost/step_ms"] == pytest.approx(20.0) and metrics["probe/cost/step_ms/contended"] == 1.0
+    probe.times = [0.010, 0.0101, 0.0099, 0.010]
+    assert probe.lab_record()["metrics"]["probe/cost/step_ms/contended"] == 0.0

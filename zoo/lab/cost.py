@@ -1,20 +1,21 @@
 """CostProbe: what a training step costs, for comparing attention variants in one sweep.
 
 Step time: the median wall time of the training steps after `skip_steps` (the first ones pay for warm-up and
-allocation). Memory: the bytes autograd saves for backward in one training step (see memory.py; on CUDA also the
-allocator's peak). Logged as probe/cost/step_ms, probe/cost/saved_mb (and probe/cost/cuda_peak_mb).
-"""
+allocation), with its spread and contention flag (zoo/lab/timing.py: a job that shared the machine with another
+says so, and its step time decides no check). Memory: the bytes autograd saves for backward in one training step
+(see memory.py; on CUDA also the allocator's peak). Logged as probe/cost/step_ms (with /spread, /contended,
+/spread_limit), probe/cost/saved_mb (and probe/cost/cuda_peak_mb)."""
 
 from __future__ import annotations
 
 import time
-from statistics import median
 
 import lightning as L
 import torch
 
 from .memory import count_saved_tensors, cuda_peak_mb
 from .record import log_on_rank_zero
+from .timing import Timing
 
 
 class CostProbe(L.Callback):
@@ -58,7 +59,7 @@ class CostProbe(L.Callback):
     def lab_record(self) -> dict:
         metrics = {}
         if self.times:
-            metrics["probe/cost/step_ms"] = 1000 * median(self.times)
+            metrics.update(Timing(tuple(self.times)).metrics("probe/cost/step_ms"))
         if self.saved_bytes is not None:
             metrics["probe/cost/saved_mb"] = self.saved_bytes / 2**20
         if getattr(self, "peak_mb", None) is not None:

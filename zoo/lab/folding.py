@@ -8,37 +8,28 @@ and a difference above `tolerance` is an error.
 
 - `BatchNormFoldProbe` (a callback): after training, on the trained model and one real validation batch.
 - `bn_fold` (a `lab_measure` function): the same on a freshly built model, without training.
-Both record `lab/infer_ms` (median eval forward of the batch as trained), `lab/infer_ms_folded`,
+Both record `lab/infer_ms` (median eval forward of the batch as trained), `lab/infer_ms_folded` (the two timed
+interleaved in one process, each with its spread and contention flag: zoo/lab/timing.py),
 `lab/fold_speedup` (unfolded / folded time), `lab/fold_max_diff` and `lab/batchnorms` (how many were folded).
 """
 
 from __future__ import annotations
 
 import copy
-import time
-from statistics import median
 
 import lightning as L
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from . import timing
 from .record import log_on_rank_zero
 
 
-def _time(net, images, repeats: int, warmup: int) -> float:
+def _forward(net, images):
     def run():
         net(images)
-        if images.device.type == "cuda":
-            torch.cuda.synchronize(images.device)
 
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return median(times)
+    return run
 
 
 @torch.no_grad()
@@ -59,14 +50,17 @@ def fold_timing(
             raise ValueError(
                 f"folding the BatchNorms changed the logits by {diff:.3g} (> {tolerance:g}); the fold is wrong"
             )
-        plain_s = _time(net, images, repeats, warmup)
-        folded_s = _time(folded, images, repeats, warmup)
+        # the two models interleaved in one process (zoo/lab/timing.py): their ratio is not a ratio of two moments
+        sync = (lambda: torch.cuda.synchronize(images.device)) if images.device.type == "cuda" else None
+        arms = {"plain": _forward(net, images), "folded": _forward(folded, images)}
+        found = timing.interleave(arms, rounds=repeats, warmup=warmup, sync=sync)
     finally:
         net.train(was_training)
+    plain, folded_t = found["plain"], found["folded"]
     return {
-        "lab/infer_ms": 1000 * plain_s,
-        "lab/infer_ms_folded": 1000 * folded_s,
-        "lab/fold_speedup": plain_s / folded_s,
+        **plain.metrics("lab/infer_ms"),
+        **folded_t.metrics("lab/infer_ms_folded"),
+        "lab/fold_speedup": plain.median / folded_t.median,
         "lab/fold_max_diff": diff,
         "lab/batchnorms": float(count),
     }
