@@ -123,7 +123,8 @@ def arm_sweep(tmp_path, contended: bool):
             busy = contended and point == "a" and seed == 3
             t = {"t": values[seed], "t/spread": 0.6 if busy else 0.02, "t/contended": float(busy)}
             arms.append({"params": {"p": point}, "metrics": {**t, "t/spread_limit": 0.25}})
-        record = {"metric": "lab/load_avg", "value": 1.0, "overrides": [f"seed={seed}"], "arms": arms}
+        record = {"metric": "lab/load_avg", "value": 1.0 + seed, "overrides": [f"seed={seed}"], "arms": arms}
+        record["metrics"] = {"lab/load_avg": 1.0 + seed, "lab/cores": 2.0}
         (folder / "result.json").write_text(json.dumps(record))
     return tmp_path
 
@@ -134,6 +135,7 @@ def test_the_report_reads_arms_as_points_and_shows_spread_and_flag(tmp_path):
     text = path.read_text()
     assert "4 jobs" not in text and "| a | 5 |" in text and "| b | 5 |" in text  # 5 jobs, 2 points of 5 seeds
     assert "- p=a, " in text and "10 ± 2% (seed 0)" in text
+    assert "Load average (1 min) at the end of the jobs: 1 to 5 on 2 cores." in text  # shown, never deciding
     path, outcome, _ = write_report(arm_sweep(tmp_path / "busy", contended=True))
     text = path.read_text()
     assert outcome == "inconclusive" and "29.8 ± 2% (seed 2)" in text

@@ -76,6 +76,11 @@ def timing_lines(sweep: Sweep, metrics: list[str]) -> list[str]:
                 shown.append(f"{j.metrics[m]:.4g} ± {100 * j.metrics[m + timing.SPREAD]:.0f}%{flag} (seed {seed})")
             if shown:
                 lines.append(f"- {sweep.label(key)}, {header(m, sweep.lab)}: " + ", ".join(shown))
+    loads = [j.metrics["lab/load_avg"] for j in sweep.jobs if "lab/load_avg" in j.metrics]
+    cores = {j.metrics["lab/cores"] for j in sweep.jobs if "lab/cores" in j.metrics}
+    if loads:  # shown, not decisive: it lags by a minute and counts the job's own threads
+        where = f" on {'/'.join(f'{c:.0f}' for c in sorted(cores))} cores" if cores else ""
+        lines += ["", f"Load average (1 min) at the end of the jobs: {min(loads):.2g} to {max(loads):.2g}{where}."]
     return [*lines, ""]
 
 
