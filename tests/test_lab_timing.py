@@ -188,3 +188,10 @@ def test_the_probes_of_trained_arms_record_their_spread_too():
     assert metrics["probe/cost/step_ms"] == pytest.approx(20.0) and metrics["probe/cost/step_ms/contended"] == 1.0
     probe.times = [0.010, 0.0101, 0.0099, 0.010]
     assert probe.lab_record()["metrics"]["probe/cost/step_ms/contended"] == 0.0
+
+
+def test_a_ratio_of_two_timings_is_contended_when_either_is():
+    quiet, busy = timing.Timing((10.0, 10.1, 9.9, 10.0)), timing.Timing((10.0, 20.0, 10.0, 20.0))
+    both = timing.ratio("r", busy, quiet)
+    assert both["r"] == pytest.approx(15.0 / 10.0) and both["r/contended"] == 1.0
+    assert both["r/spread"] == busy.spread and timing.ratio("r", quiet, quiet)["r/contended"] == 0.0

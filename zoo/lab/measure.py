@@ -131,45 +131,67 @@ def decoding(
     net,
     datamodule,
     *,
-    use_cache: bool,
+    arms: dict[str, list] | None = None,
     prompt_len: int = 16,
     new_tokens: int = 240,
     train_batch: int = 12,
-    repeats: int = 3,
+    rounds: int = 3,
+    warmup: int = 1,
     device: str = "auto",
 ) -> tuple[dict, dict]:
-    """Time per generated token against its position (batch 1, greedy), and a training step's tokens/s at the
-    model's full context for comparison: training handles all positions of a window at once, decoding one."""
+    """Time per generated token against its position (batch 1, greedy), with and without the KV cache, and a
+    training step's tokens/s at the model's full context for comparison: training handles all positions of a
+    window at once, decoding one. The generations (the arms: {use_cache: [true, false]}) and the training step run
+    interleaved in one process (zoo/lab/timing.py); each arm is recorded with `use_cache` as its parameter."""
+    grid = arm_grid(arms or {"use_cache": [True, False]})
+    if any(set(arm) != {"use_cache"} for arm in grid):
+        raise ValueError(f"lab_measure.arms takes exactly use_cache, got {', '.join(arms)}")
+    use_cache = [bool(arm["use_cache"]) for arm in grid]
     context = _context(net)
     _check_length(net, prompt_len + new_tokens, "lab_measure.prompt_len + new_tokens")
     dev = _device(device)
     net.to(dev)
     prompt = _text(datamodule, 1, prompt_len, dev)[:, :prompt_len]
-    _decode_times(net, prompt, 4, use_cache, dev)  # warm-up
-    per_token = [
-        median(ts) for ts in zip(*(_decode_times(net, prompt, new_tokens, use_cache, dev) for _ in range(repeats)))
-    ]
-    net.train()
     train_len = context or prompt_len + new_tokens
     text = _text(datamodule, train_batch, train_len, dev)
-    step = _train_step(net, text)
-    step()
-    train_s = median(_timed(step, dev) for _ in range(repeats))
-    tenth = max(1, new_tokens // 10)
-    first, last = sum(per_token[:tenth]) / tenth, sum(per_token[-tenth:]) / tenth
-    decode_rate = len(per_token) / sum(per_token)
-    train_rate = train_batch * train_len / train_s
-    metrics = {
-        "lab/decode_ms_per_token": 1000 * sum(per_token) / len(per_token),
-        "lab/decode_ms_first": 1000 * first,
-        "lab/decode_ms_last": 1000 * last,
-        "lab/decode_growth": last / first,
-        "lab/decode_tokens_per_sec": decode_rate,
-        "lab/train_tokens_per_sec": train_rate,
-        "lab/train_over_decode": train_rate / decode_rate,
-    }
-    series = {"decode_ms_by_position": [1000 * t for t in per_token]}
-    return metrics, {"metrics": metrics, "series": series}
+    per_token: dict[bool, list[list[float]]] = {cached: [] for cached in use_cache}
+
+    def generate(cached: bool):
+        def run():  # the arm keeps its per-token times; the timer times the whole generation
+            per_token[cached].append(_decode_times(net, prompt, new_tokens, cached, dev))
+
+        return run
+
+    def train():
+        net.train()
+        _train_step(net, text)()
+
+    arms = {**{cached: generate(cached) for cached in use_cache}, "train": train}
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
+    found = timing.interleave(arms, rounds=rounds, warmup=warmup, sync=sync)
+    train_rate = train_batch * train_len / found["train"].median
+    job = {**timing.load(), **found["train"].metrics("lab/train_step_ms"), "lab/train_tokens_per_sec": train_rate}
+    records = []
+    for cached in use_cache:
+        # per position, the median over the timed rounds (the warm-up's generations are left out)
+        by_position = [median(ts) for ts in zip(*per_token[cached][warmup:])]
+        tenth = max(1, new_tokens // 10)
+        first, last = sum(by_position[:tenth]) / tenth, sum(by_position[-tenth:]) / tenth
+        whole = found[cached]
+        decode_rate = new_tokens / whole.median
+        metrics = {
+            **whole.metrics("lab/decode_ms_per_token", scale=1000 / new_tokens),
+            "lab/decode_ms_first": 1000 * first,
+            "lab/decode_ms_last": 1000 * last,
+            "lab/decode_growth": last / first,
+            "lab/decode_tokens_per_sec": decode_rate,
+            # tokens/s of training over decoding: per token, a generated token's time over a trained token's
+            **timing.ratio("lab/train_over_decode", whole, found["train"]),
+        }
+        metrics["lab/train_over_decode"] *= train_batch * train_len / new_tokens
+        series = {"decode_ms_by_position": [1000 * t for t in by_position]}
+        records.append({"params": {"use_cache": cached}, "metrics": metrics, "series": series})
+    return job, {"metrics": job, "arms": records}
 
 
 def arm_grid(arms: dict[str, list]) -> list[dict]:

@@ -64,6 +64,17 @@ class Timing:
         }
 
 
+def ratio(name: str, a: Timing, b: Timing) -> dict[str, float]:
+    """`name`: a's median over b's, with companions: the larger spread of the two, contended when either is."""
+    worse = max(a, b, key=lambda t: t.spread)
+    return {
+        name: a.median / b.median,
+        name + SPREAD: worse.spread,
+        name + CONTENDED: float(a.contended or b.contended),
+        name + LIMIT: worse.limit,
+    }
+
+
 def rotations(n: int, rounds: int, start: int = 0) -> list[list[int]]:
     """The arms' order in each round: 0..n-1 rotated by the round's number, so each arm leads in turn."""
     return [[(r + i) % n for i in range(n)] for r in range(start, start + rounds)]
