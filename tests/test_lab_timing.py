@@ -195,3 +195,24 @@ def test_a_ratio_of_two_timings_is_contended_when_either_is():
     both = timing.ratio("r", busy, quiet)
     assert both["r"] == pytest.approx(15.0 / 10.0) and both["r/contended"] == 1.0
     assert both["r/spread"] == busy.spread and timing.ratio("r", quiet, quiet)["r/contended"] == 0.0
+
+
+def test_bn_vit_times_the_folded_model_and_its_layernorm_twin_in_one_process():
+    pytest.importorskip("zoo.core.bn_fold", reason="the BatchNorm fold (zoo/core/bn_fold.py) is not there yet")
+    import torch
+
+    from zoo.lab.folding import fold_timing
+    from zoo.models import ViT
+
+    torch.manual_seed(0)
+    net = ViT.from_preset(
+        "vit-nano/4", image_size=28, in_channels=1, num_classes=10, norm="batchnorm", ff_inner_norm="batchnorm"
+    )
+    twin = {"norm": "layernorm", "ff_inner_norm": None}
+    values = fold_timing(net.eval(), torch.randn(8, 1, 28, 28), repeats=3, warmup=1, compare_with=twin)
+    assert values["lab/infer_ms_compared"] > 0 and values["lab/fold_max_diff"] <= 1e-5
+    ratio = values["lab/infer_ms_compared"] / values["lab/infer_ms_folded"]
+    assert values["lab/compared_over_folded"] == pytest.approx(ratio)
+    flags = [values[f"lab/{m}/contended"] for m in ("infer_ms_compared", "infer_ms_folded")]
+    assert values["lab/compared_over_folded/contended"] == float(any(flags))
+    assert net.config.norm == "batchnorm"  # the twin is a new model; the probed one is unchanged
