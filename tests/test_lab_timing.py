@@ -161,7 +161,7 @@ def test_window_cost_times_its_arms_interleaved_in_one_job(tmp_path):
             assert m["lab/step_ms"] > 0 and m["lab/step_ms/spread"] >= 0 and m["lab/step_ms/spread_limit"] == 0.25
             assert m["lab/step_ms/contended"] == float(m["lab/step_ms/spread"] > 0.25)
     report = (sweep / "report.md").read_text()
-    assert "Timings (each the median of rounds interleaved" in report
+    assert "Timings: the median ± spread (interquartile range / median)" in report
     assert "- at n = 1024 the window needs less memory than full attention written out**: supported" in (
         report.replace("- **", "- ")
     )
@@ -216,3 +216,21 @@ def test_bn_vit_times_the_folded_model_and_its_layernorm_twin_in_one_process():
     flags = [values[f"lab/{m}/contended"] for m in ("infer_ms_compared", "infer_ms_folded")]
     assert values["lab/compared_over_folded/contended"] == float(any(flags))
     assert net.config.norm == "batchnorm"  # the twin is a new model; the probed one is unchanged
+
+
+def test_cost_probe_times_an_additive_twin_in_the_same_rounds():
+    """dot_vs_additive: after training, the model's step and its additive twin's, interleaved in one process."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from zoo.lab.cost import CostProbe
+    from zoo.models import GPT
+
+    torch.manual_seed(0)
+    net = GPT.from_preset("gpt-nano", vocab_size=32, n_head=1)
+    probe = CostProbe(compare_with={"attn_score": "additive", "attn_scale": "none"}, rounds=2)
+    probe._batch = (torch.randint(0, 32, (2, 16)), torch.randint(0, 32, (2, 16)))
+    metrics = probe._time_twin(SimpleNamespace(net=net, device=torch.device("cpu")))
+    assert metrics["probe/cost/compared_step_ms"] > 0 and metrics["probe/cost/compared_over_step/spread_limit"] == 0.25
+    assert net.config.attn_score == "dot" and net.training  # the probed model is unchanged

@@ -63,8 +63,9 @@ def timing_lines(sweep: Sweep, metrics: list[str]) -> list[str]:
     limit = "/".join(f"{100 * v:.0f}%" for v in sorted(limits)) or "the limit"
     seed_key = sweep.lab.get("seed_key", "seed")
     lines = [
-        "Timings (each the median of rounds interleaved with the other arms in one process; spread = interquartile "
-        f"range / median; above {limit} the timing is **contended**, the machine was shared, and decides no check):",
+        "Timings: the median ± spread (interquartile range / median) of the repeated runs behind each, per point and "
+        "seed (arms timed together ran in rounds interleaved in one process, zoo/lab/timing.py); above "
+        f"{limit} a timing is **contended**, the machine was shared, and it decides no check:",
         "",
     ]
     for key, jobs in sweep.members.items():
