@@ -59,16 +59,6 @@ def _check_length(net, length: int, option: str) -> None:
         raise ValueError(f"{option}={length} is longer than the model's context model.net.block_size={context}")
 
 
-def _timed(fn, device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def _train_step(net, text):
     def step():
         loss = net.loss(text[:, :-1], text[:, 1:])
@@ -76,35 +66,6 @@ def _train_step(net, text):
         net.zero_grad(set_to_none=True)
 
     return step
-
-
-def attention_cost(
-    net, datamodule, *, seq_len: int, batch_size: int = 1, repeats: int = 3, warmup: int = 1, device: str = "auto"
-) -> tuple[dict, dict]:
-    """One training step (forward + backward) of a causal LM at `seq_len` tokens: median time, tokens/s and the
-    memory saved for backward (on CUDA also the allocator's peak)."""
-    _check_length(net, seq_len, "lab_measure.seq_len")
-    dev = _device(device)
-    net.to(dev).train()
-    text = _text(datamodule, batch_size, seq_len, dev)
-    step = _train_step(net, text)
-    for _ in range(warmup):
-        step()
-    times = [_timed(step, dev) for _ in range(repeats)]
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    with count_saved_tensors(net) as counter:
-        loss = net.loss(text[:, :-1], text[:, 1:])
-    loss.backward()
-    net.zero_grad(set_to_none=True)
-    metrics = {
-        "lab/step_ms": 1000 * median(times),
-        "lab/tokens_per_sec": batch_size * seq_len / median(times),
-        "lab/saved_mb": counter.bytes / 2**20,
-    }
-    if (peak := cuda_peak_mb(dev)) is not None:
-        metrics["lab/cuda_peak_mb"] = peak
-    return metrics, {"metrics": metrics}
 
 
 @torch.no_grad()
@@ -212,9 +173,11 @@ def interleaved_attention_cost(
     warmup: int = 1,
     device: str = "auto",
 ) -> tuple[dict, dict]:
-    """attention_cost for every arm of `arms` ({variant: [...], seq_len: [...]}) in one process: each variant's
-    model is `net` with the variant's config fields (`variants[name]`), each arm a training step of its variant at its
-    length; the steps are timed interleaved (zoo/lab/timing.py) and each arm's saved memory counted once."""
+    """One training step (forward + backward) of a causal LM for every arm of `arms` ({variant: [...], seq_len:
+    [...]}) in one process: each variant's model is `net` with the variant's config fields (`variants[name]`), each
+    arm a step of its variant at its length. The steps are timed interleaved (zoo/lab/timing.py): median time with
+    its spread, tokens/s; and each arm's memory saved for backward counted once (on CUDA also the allocator's
+    peak)."""
     grid = arm_grid(arms)
     if any(set(arm) != {"variant", "seq_len"} for arm in grid):
         raise ValueError(f"lab_measure.arms takes exactly variant and seq_len, got {', '.join(arms)}")
@@ -231,15 +194,20 @@ def interleaved_attention_cost(
         text = _text(datamodule, batch_size, arm["seq_len"], dev)
         label = f"{arm['variant']}@{arm['seq_len']}"
         steps[label] = _train_step(nets[arm["variant"]], text)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
         with count_saved_tensors(nets[arm["variant"]]) as counter:
             loss = nets[arm["variant"]].loss(text[:, :-1], text[:, 1:])
-        del loss  # its graph, and the tensors saved in it, go with it
-        saved[label] = counter.bytes / 2**20
+        loss.backward()
+        nets[arm["variant"]].zero_grad(set_to_none=True)
+        saved[label] = {"lab/saved_mb": counter.bytes / 2**20}
+        if (peak := cuda_peak_mb(dev)) is not None:
+            saved[label]["lab/cuda_peak_mb"] = peak
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
     timings = timing.interleave(steps, rounds=rounds, warmup=warmup, sync=sync)
     records = []
     for arm, (label, t) in zip(grid, timings.items()):
-        metrics = {**t.metrics("lab/step_ms"), "lab/saved_mb": saved[label]}
+        metrics = {**t.metrics("lab/step_ms"), **saved[label]}
         metrics["lab/tokens_per_sec"] = batch_size * arm["seq_len"] / t.median
         records.append({"params": arm, "metrics": metrics})
     job = {**timing.load(), "lab/timing_spread_max": max(t.spread for t in timings.values())}
