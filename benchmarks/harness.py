@@ -1,8 +1,9 @@
 """Timing primitives: train-step and forward timing, peak and activation memory (the matmul peak:
 zoo.callbacks.throughput).
 
-Everything is measured in this process and interleaved across implementations (round-robin over several rounds,
-medians), so that the drift of a noisy machine cancels in the ratios between rows.
+Everything is measured in this process and interleaved across implementations (round-robin over several rounds in
+a rotated order, medians: zoo.lab.timing, the timer the lab's timing questions use too), so that the drift of a
+noisy machine cancels in the ratios between rows.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+
+from zoo.lab.timing import interleave
 
 
 def _sync(device: torch.device) -> None:
@@ -191,10 +195,15 @@ def run_interleaved(
         p.peak_bytes = memory.peak_bytes
         p.activation_bytes = activation_bytes(p, device, dtype)
         forward_pass(p, device, dtype)
-    for _ in range(rounds):
-        for p in prepared:
-            p.train_times += [train_step(p, device, dtype) for _ in range(steps)]
-            p.forward_times += [forward_pass(p, device, dtype) for _ in range(steps)]
+    # The lab's timer (zoo/lab/timing.py) runs the rounds: the same rotation of the rows' order every round, and the
+    # time of each step as its own clock reads it.
+    arms = {}
+    for i, p in enumerate(prepared):
+        arms[(i, "train")] = functools.partial(train_step, p, device, dtype)
+        arms[(i, "forward")] = functools.partial(forward_pass, p, device, dtype)
+    timings = interleave(arms, rounds=rounds, warmup=0, repeats=steps, sync=lambda: _sync(device))
+    for i, p in enumerate(prepared):
+        p.train_times, p.forward_times = list(timings[i, "train"].times), list(timings[i, "forward"].times)
     return prepared
 
 

@@ -113,6 +113,8 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
     seeds = {p["seed"] for p in grid}
     assert len(seeds) >= 2, f"{name}: every point needs >= 2 seeds"
     swept = {k: {canonical_value(p[k]) for p in grid} for k in grid[0]}
+    arms = OmegaConf.select(cfg, "lab_measure.arms")  # one job's interleaved arms: points of the report too
+    swept.update({k: {canonical_value(v) for v in values} for k, values in (arms or {}).items()})
     for i, check in enumerate(lab["checks"]):  # each check names swept values that exist
         check_config(check, i)
         for selector in check["points"]:
@@ -189,9 +191,11 @@ def test_quick_run_writes_report_and_plots(name, tmp_path):
     pngs = sorted(sweep.glob("lab_*.png"))
     assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     results = [json.loads(p.read_text(), parse_constant=float) for p in sweep.glob("*/result.json")]
-    assert len(results) >= 4  # >= 2 points x >= 2 seeds
-    for record in results:
-        probes = {k: v for k, v in record["metrics"].items() if k.startswith(("probe/", "lab/"))}
+    # >= 2 points x >= 2 seeds: a job each, or (a timing question) one job per seed holding every arm
+    arms = [{**r["metrics"], **arm["metrics"]} for r in results for arm in r.get("arms") or [{"metrics": {}}]]
+    assert len(arms) >= 4
+    for metrics in arms:
+        probes = {k: v for k, v in metrics.items() if k.startswith(("probe/", "lab/"))}
         assert probes and all(math.isfinite(v) for v in probes.values()), probes
     if name == "scaling":  # the probes ran at init and later, per layer and per projection
         metrics = results[0]["metrics"]

@@ -31,7 +31,9 @@ How a claim check is decided (zoo/lab/stats.py does the arithmetic):
   when any is (the smallest p times their number).
 - Holm's correction runs over the question's claim checks: once over their tests of support, once over their tests
   of contradiction.
-- Inconclusive by construction: a point with fewer than MIN_SEEDS seeds, a point not in the run, a job that left no
+- Inconclusive by construction: a timing measured while the machine was shared (its `<metric>/contended` flag, from
+  zoo/lab/timing.py, set on any seed of a point the check compares: the reason names its spread and the limit),
+  a point with fewer than MIN_SEEDS seeds, a point not in the run, a job that left no
   result (zoo/lab/report.py), a non-finite value (a run diverged). With `diverged: worst` (a metric where lower is
   better) a point where any seed diverged counts as worse than every finite one, and never as similar to one.
 """
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from statistics import mean, stdev
 
 from . import stats
+from .timing import CONTENDED, LIMIT, SPREAD
 
 EXPECTATIONS = (
     "less",
@@ -317,6 +320,9 @@ def evaluate(
         return CheckResult(
             name, "inconclusive", f"not measured in this run ({missing} missing for some point)", [], kind
         )
+    contended = _contended(samples, keys, metrics)
+    if contended:
+        return CheckResult(name, "inconclusive", contended, [], kind)
     rule = rule_of(check, lab)
     step = _sanity_step if kind == "sanity" else _claim_step
 
@@ -338,6 +344,22 @@ def evaluate(
         outcome = "inconclusive" if p_support is None else "supported" if p_support == 0.0 else "contradicted"
         return replace(result, outcome=outcome)
     return result
+
+
+def _contended(samples: dict, keys: list, metrics: list[str]) -> str | None:
+    """Why a timing decides nothing: the largest spread among the flagged seeds of the compared points; None when
+    no seed's timing was contended (or the metric is not a timing)."""
+    flagged = []
+    for key, metric in dict.fromkeys(zip(keys, metrics)):
+        point = samples.get(key, {})
+        for seed, flag in (point.get(metric + CONTENDED) or {}).items():
+            if flag:
+                spread = (point.get(metric + SPREAD) or {}).get(seed, float("nan"))
+                flagged.append((spread, (point.get(metric + LIMIT) or {}).get(seed, float("nan"))))
+    if not flagged:
+        return None
+    spread, limit = max(flagged)
+    return f"timing contended (spread {100 * spread:.0f}% > {100 * limit:.0f}%, {len(flagged)} timing(s) flagged)"
 
 
 def _interior(values: list[dict], expect: str, step, rule: Rule) -> tuple[list[Step], str]:

@@ -1,27 +1,41 @@
 """CostProbe: what a training step costs, for comparing attention variants in one sweep.
 
 Step time: the median wall time of the training steps after `skip_steps` (the first ones pay for warm-up and
-allocation). Memory: the bytes autograd saves for backward in one training step (see memory.py; on CUDA also the
-allocator's peak). Logged as probe/cost/step_ms, probe/cost/saved_mb (and probe/cost/cuda_peak_mb).
-"""
+allocation), with its spread and contention flag (zoo/lab/timing.py: a job that shared the machine with another
+says so, and its step time decides no check). Memory: the bytes autograd saves for backward in one training step
+(see memory.py; on CUDA also the allocator's peak). Logged as probe/cost/step_ms (with /spread, /contended,
+/spread_limit), probe/cost/saved_mb (and probe/cost/cuda_peak_mb).
+
+Two arms trained in two jobs compare step times of two moments of the machine. With `compare_with` (config fields,
+e.g. {attn_score: additive, attn_scale: none}) the probe, after training, times a training step of the model and of
+an untrained twin with those fields interleaved in one process (zoo/lab/timing.py) on the last training batch
+(fed as `net.loss(*batch)`: a causal LM's (idx, targets)): probe/cost/compared_step_ms and
+probe/cost/compared_over_step (the twin's time over the model's), each with its spread and contention flag."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from statistics import median
 
 import lightning as L
 import torch
 
+from . import timing
 from .memory import count_saved_tensors, cuda_peak_mb
 from .record import log_on_rank_zero
+from .timing import Timing
 
 
 class CostProbe(L.Callback):
-    def __init__(self, skip_steps: int = 10, memory_step: int = 1) -> None:
+    def __init__(
+        self, skip_steps: int = 10, memory_step: int = 1, compare_with: dict | None = None, rounds: int = 5
+    ) -> None:
         if skip_steps < 0 or memory_step < 0:
             raise ValueError(f"skip_steps ({skip_steps}) and memory_step ({memory_step}) must be >= 0")
         self.skip_steps, self.memory_step = skip_steps, memory_step
+        self.compare_with, self.rounds = compare_with, rounds
+        self.compared: dict[str, float] = {}
+        self._batch = None
         self.times: list[float] = []
         self.saved_bytes: int | None = None
         self._started: float | None = None
@@ -32,6 +46,7 @@ class CostProbe(L.Callback):
             torch.cuda.synchronize(pl_module.device)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._batch = batch  # the twin is timed on a real batch once training ends
         if trainer.global_step == self.memory_step:
             if pl_module.device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(pl_module.device)
@@ -53,12 +68,36 @@ class CostProbe(L.Callback):
             self.peak_mb = cuda_peak_mb(pl_module.device)
 
     def on_train_end(self, trainer, pl_module) -> None:
+        if self.compare_with is not None and self._batch is not None:
+            self.compared = self._time_twin(pl_module)
         log_on_rank_zero(trainer, self.lab_record()["metrics"])
 
+    def _time_twin(self, pl_module) -> dict[str, float]:
+        net = pl_module.net
+        # untrained: the weights' values do not change what a step costs
+        twin = type(net)(dataclasses.replace(net.config, **self.compare_with)).to(pl_module.device).train()
+
+        def step(model):
+            def run():
+                model.loss(*self._batch).backward()
+                model.zero_grad(set_to_none=True)
+
+            return run
+
+        was_training = net.training
+        net.train()
+        sync = (lambda: self._sync(pl_module)) if pl_module.device.type == "cuda" else None
+        found = timing.interleave({"model": step(net), "twin": step(twin)}, rounds=self.rounds, sync=sync)
+        net.train(was_training)
+        return {
+            **found["twin"].metrics("probe/cost/compared_step_ms"),
+            **timing.ratio("probe/cost/compared_over_step", found["twin"], found["model"]),
+        }
+
     def lab_record(self) -> dict:
-        metrics = {}
+        metrics = dict(self.compared)
         if self.times:
-            metrics["probe/cost/step_ms"] = 1000 * median(self.times)
+            metrics.update(Timing(tuple(self.times)).metrics("probe/cost/step_ms"))
         if self.saved_bytes is not None:
             metrics["probe/cost/saved_mb"] = self.saved_bytes / 2**20
         if getattr(self, "peak_mb", None) is not None:

@@ -4,10 +4,17 @@ A lab config sets `lab_measure: {_target_: zoo.lab.measure.<function>, ...}`; tr
 the model as for training and calls `measure`, which returns (metrics, record) for result.json. Inputs are real
 text from the validation split. Timings are wall-clock on this machine (medians of a few repetitions): compare
 them within one sweep, never across machines.
+
+A measurement that compares times times its arms interleaved in one job (zoo/lab/timing.py): `arms` is a grid of
+arm parameters, every arm is built and timed in this process, and the record lists each arm with its parameters, so
+the report reads every arm as a point (zoo/lab/sweep.py). A timing whose spread shows the machine was shared is
+flagged `contended` and decides no check.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import time
 from statistics import median
 
@@ -16,6 +23,7 @@ import torch
 
 from zoo.core import KVCache
 
+from . import timing
 from .memory import count_saved_tensors, cuda_peak_mb
 
 
@@ -51,16 +59,6 @@ def _check_length(net, length: int, option: str) -> None:
         raise ValueError(f"{option}={length} is longer than the model's context model.net.block_size={context}")
 
 
-def _timed(fn, device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def _train_step(net, text):
     def step():
         loss = net.loss(text[:, :-1], text[:, 1:])
@@ -68,35 +66,6 @@ def _train_step(net, text):
         net.zero_grad(set_to_none=True)
 
     return step
-
-
-def attention_cost(
-    net, datamodule, *, seq_len: int, batch_size: int = 1, repeats: int = 3, warmup: int = 1, device: str = "auto"
-) -> tuple[dict, dict]:
-    """One training step (forward + backward) of a causal LM at `seq_len` tokens: median time, tokens/s and the
-    memory saved for backward (on CUDA also the allocator's peak)."""
-    _check_length(net, seq_len, "lab_measure.seq_len")
-    dev = _device(device)
-    net.to(dev).train()
-    text = _text(datamodule, batch_size, seq_len, dev)
-    step = _train_step(net, text)
-    for _ in range(warmup):
-        step()
-    times = [_timed(step, dev) for _ in range(repeats)]
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    with count_saved_tensors(net) as counter:
-        loss = net.loss(text[:, :-1], text[:, 1:])
-    loss.backward()
-    net.zero_grad(set_to_none=True)
-    metrics = {
-        "lab/step_ms": 1000 * median(times),
-        "lab/tokens_per_sec": batch_size * seq_len / median(times),
-        "lab/saved_mb": counter.bytes / 2**20,
-    }
-    if (peak := cuda_peak_mb(dev)) is not None:
-        metrics["lab/cuda_peak_mb"] = peak
-    return metrics, {"metrics": metrics}
 
 
 @torch.no_grad()
@@ -123,42 +92,123 @@ def decoding(
     net,
     datamodule,
     *,
-    use_cache: bool,
+    arms: dict[str, list] | None = None,
     prompt_len: int = 16,
     new_tokens: int = 240,
     train_batch: int = 12,
-    repeats: int = 3,
+    rounds: int = 3,
+    warmup: int = 1,
     device: str = "auto",
 ) -> tuple[dict, dict]:
-    """Time per generated token against its position (batch 1, greedy), and a training step's tokens/s at the
-    model's full context for comparison: training handles all positions of a window at once, decoding one."""
+    """Time per generated token against its position (batch 1, greedy), with and without the KV cache, and a
+    training step's tokens/s at the model's full context for comparison: training handles all positions of a
+    window at once, decoding one. The generations (the arms: {use_cache: [true, false]}) and the training step run
+    interleaved in one process (zoo/lab/timing.py); each arm is recorded with `use_cache` as its parameter."""
+    grid = arm_grid(arms or {"use_cache": [True, False]})
+    if any(set(arm) != {"use_cache"} for arm in grid):
+        raise ValueError(f"lab_measure.arms takes exactly use_cache, got {', '.join(arms)}")
+    use_cache = [bool(arm["use_cache"]) for arm in grid]
     context = _context(net)
     _check_length(net, prompt_len + new_tokens, "lab_measure.prompt_len + new_tokens")
     dev = _device(device)
     net.to(dev)
     prompt = _text(datamodule, 1, prompt_len, dev)[:, :prompt_len]
-    _decode_times(net, prompt, 4, use_cache, dev)  # warm-up
-    per_token = [
-        median(ts) for ts in zip(*(_decode_times(net, prompt, new_tokens, use_cache, dev) for _ in range(repeats)))
-    ]
-    net.train()
     train_len = context or prompt_len + new_tokens
     text = _text(datamodule, train_batch, train_len, dev)
-    step = _train_step(net, text)
-    step()
-    train_s = median(_timed(step, dev) for _ in range(repeats))
-    tenth = max(1, new_tokens // 10)
-    first, last = sum(per_token[:tenth]) / tenth, sum(per_token[-tenth:]) / tenth
-    decode_rate = len(per_token) / sum(per_token)
-    train_rate = train_batch * train_len / train_s
-    metrics = {
-        "lab/decode_ms_per_token": 1000 * sum(per_token) / len(per_token),
-        "lab/decode_ms_first": 1000 * first,
-        "lab/decode_ms_last": 1000 * last,
-        "lab/decode_growth": last / first,
-        "lab/decode_tokens_per_sec": decode_rate,
-        "lab/train_tokens_per_sec": train_rate,
-        "lab/train_over_decode": train_rate / decode_rate,
-    }
-    series = {"decode_ms_by_position": [1000 * t for t in per_token]}
-    return metrics, {"metrics": metrics, "series": series}
+    per_token: dict[bool, list[list[float]]] = {cached: [] for cached in use_cache}
+
+    def generate(cached: bool):
+        def run():  # the arm keeps its per-token times; the timer times the whole generation
+            per_token[cached].append(_decode_times(net, prompt, new_tokens, cached, dev))
+
+        return run
+
+    def train():
+        net.train()
+        _train_step(net, text)()
+
+    arms = {**{cached: generate(cached) for cached in use_cache}, "train": train}
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
+    found = timing.interleave(arms, rounds=rounds, warmup=warmup, sync=sync)
+    train_rate = train_batch * train_len / found["train"].median
+    job = {**timing.load(), **found["train"].metrics("lab/train_step_ms"), "lab/train_tokens_per_sec": train_rate}
+    records = []
+    for cached in use_cache:
+        # per position, the median over the timed rounds (the warm-up's generations are left out)
+        by_position = [median(ts) for ts in zip(*per_token[cached][warmup:])]
+        tenth = max(1, new_tokens // 10)
+        first, last = sum(by_position[:tenth]) / tenth, sum(by_position[-tenth:]) / tenth
+        whole = found[cached]
+        decode_rate = new_tokens / whole.median
+        metrics = {
+            **whole.metrics("lab/decode_ms_per_token", scale=1000 / new_tokens),
+            "lab/decode_ms_first": 1000 * first,
+            "lab/decode_ms_last": 1000 * last,
+            "lab/decode_growth": last / first,
+            "lab/decode_tokens_per_sec": decode_rate,
+            # tokens/s of training over decoding: per token, a generated token's time over a trained token's
+            **timing.ratio("lab/train_over_decode", whole, found["train"]),
+        }
+        metrics["lab/train_over_decode"] *= train_batch * train_len / new_tokens
+        series = {"decode_ms_by_position": [1000 * t for t in by_position]}
+        records.append({"params": {"use_cache": cached}, "metrics": metrics, "series": series})
+    return job, {"metrics": job, "arms": records}
+
+
+def arm_grid(arms: dict[str, list]) -> list[dict]:
+    """{parameter: [values]} -> every combination, in the grid's order: the arms of one interleaved job."""
+    if not arms or not all(isinstance(v, list) and v for v in arms.values()):
+        raise ValueError(f"lab_measure.arms must map each arm parameter to a non-empty list of values, got {arms}")
+    return [dict(zip(arms, combo)) for combo in itertools.product(*arms.values())]
+
+
+def interleaved_attention_cost(
+    net,
+    datamodule,
+    *,
+    arms: dict[str, list],
+    variants: dict[str, dict],
+    batch_size: int = 1,
+    rounds: int = 5,
+    warmup: int = 1,
+    device: str = "auto",
+) -> tuple[dict, dict]:
+    """One training step (forward + backward) of a causal LM for every arm of `arms` ({variant: [...], seq_len:
+    [...]}) in one process: each variant's model is `net` with the variant's config fields (`variants[name]`), each
+    arm a step of its variant at its length. The steps are timed interleaved (zoo/lab/timing.py): median time with
+    its spread, tokens/s; and each arm's memory saved for backward counted once (on CUDA also the allocator's
+    peak)."""
+    grid = arm_grid(arms)
+    if any(set(arm) != {"variant", "seq_len"} for arm in grid):
+        raise ValueError(f"lab_measure.arms takes exactly variant and seq_len, got {', '.join(arms)}")
+    unknown = sorted({arm["variant"] for arm in grid} - set(variants))
+    if unknown:
+        raise ValueError(f"lab_measure.arms.variant: {', '.join(unknown)} not in lab.variants ({', '.join(variants)})")
+    dev = _device(device)
+    nets = {}  # one model per variant, shared by its lengths: weights do not change what a step costs
+    for name in dict.fromkeys(arm["variant"] for arm in grid):
+        nets[name] = type(net)(dataclasses.replace(net.config, **variants[name])).to(dev).train()
+    steps, saved = {}, {}
+    for arm in grid:
+        _check_length(nets[arm["variant"]], arm["seq_len"], "lab_measure.arms.seq_len")
+        text = _text(datamodule, batch_size, arm["seq_len"], dev)
+        label = f"{arm['variant']}@{arm['seq_len']}"
+        steps[label] = _train_step(nets[arm["variant"]], text)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        with count_saved_tensors(nets[arm["variant"]]) as counter:
+            loss = nets[arm["variant"]].loss(text[:, :-1], text[:, 1:])
+        loss.backward()
+        nets[arm["variant"]].zero_grad(set_to_none=True)
+        saved[label] = {"lab/saved_mb": counter.bytes / 2**20}
+        if (peak := cuda_peak_mb(dev)) is not None:
+            saved[label]["lab/cuda_peak_mb"] = peak
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
+    timings = timing.interleave(steps, rounds=rounds, warmup=warmup, sync=sync)
+    records = []
+    for arm, (label, t) in zip(grid, timings.items()):
+        metrics = {**t.metrics("lab/step_ms"), **saved[label]}
+        metrics["lab/tokens_per_sec"] = batch_size * arm["seq_len"] / t.median
+        records.append({"params": arm, "metrics": metrics})
+    job = {**timing.load(), "lab/timing_spread_max": max(t.spread for t in timings.values())}
+    return job, {"metrics": job, "arms": records}

@@ -152,7 +152,7 @@ def run_line(sweep: Sweep, name: str) -> str:
     if changed_overrides(sweep):
         kind = "Run with overrides (not the question's own budget or grid)"
     if sweep.unfinished:
-        total = len(sweep.jobs) + len(sweep.unfinished)
+        total = len(sweep.job_dirs()) + len(sweep.unfinished)
         kind = f"Incomplete run ({len(sweep.unfinished)} of {total} jobs left no result, listed below)" + (
             ", with overrides" if changed_overrides(sweep) else ""
         )

@@ -19,7 +19,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from . import reference, stats
+from . import reference, stats, timing
 from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, select, verdict
 from .metric_names import header
 from .plots import write_plots
@@ -47,6 +47,42 @@ RULE_TEXT = (
 def check_metrics(lab: dict) -> list[str]:
     named = [m for c in lab.get("checks", []) for m in (c.get("metric"), c.get("metric_b")) if m]
     return list(dict.fromkeys([*lab.get("table", []), *named]))
+
+
+def timed_metrics(sweep: Sweep, metrics: list[str]) -> list[str]:
+    """The metrics that are timings from zoo/lab/timing.py: some job recorded their spread beside them."""
+    return [m for m in metrics if any(m + timing.SPREAD in j.metrics for j in sweep.jobs)]
+
+
+def timing_lines(sweep: Sweep, metrics: list[str]) -> list[str]:
+    """Each timing per point and seed: its median, its spread, and the flag when the machine was shared."""
+    timed = timed_metrics(sweep, metrics)
+    if not timed:
+        return []
+    limits = {j.metrics[m + timing.LIMIT] for m in timed for j in sweep.jobs if m + timing.LIMIT in j.metrics}
+    limit = "/".join(f"{100 * v:.0f}%" for v in sorted(limits)) or "the limit"
+    seed_key = sweep.lab.get("seed_key", "seed")
+    lines = [
+        "Timings: the median ± spread (interquartile range / median) of the repeated runs behind each, per point and "
+        "seed (arms timed together ran in rounds interleaved in one process, zoo/lab/timing.py); above "
+        f"{limit} a timing is **contended**, the machine was shared, and it decides no check:",
+        "",
+    ]
+    for key, jobs in sweep.members.items():
+        for m in timed:
+            shown = []
+            for j in (j for j in jobs if m in j.metrics and m + timing.SPREAD in j.metrics):
+                flag = " **contended**" if j.metrics.get(m + timing.CONTENDED) else ""
+                seed = j.params.get(seed_key, j.directory.name)
+                shown.append(f"{j.metrics[m]:.4g} ± {100 * j.metrics[m + timing.SPREAD]:.0f}%{flag} (seed {seed})")
+            if shown:
+                lines.append(f"- {sweep.label(key)}, {header(m, sweep.lab)}: " + ", ".join(shown))
+    loads = [j.metrics["lab/load_avg"] for j in sweep.jobs if "lab/load_avg" in j.metrics]
+    cores = {j.metrics["lab/cores"] for j in sweep.jobs if "lab/cores" in j.metrics}
+    if loads:  # shown, not decisive: it lags by a minute and counts the job's own threads
+        where = f" on {'/'.join(f'{c:.0f}' for c in sorted(cores))} cores" if cores else ""
+        lines += ["", f"Load average (1 min) at the end of the jobs: {min(loads):.2g} to {max(loads):.2g}{where}."]
+    return [*lines, ""]
 
 
 def table(
@@ -107,7 +143,7 @@ def wall_line(sweep: Sweep) -> str:
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
     spent = ""
     if times:
-        spent = f"{len(sweep.jobs)} jobs, {sum(times):.0f} s of job time in all (longest job {max(times):.0f} s)."
+        spent = f"{len(sweep.job_dirs())} jobs, {sum(times):.0f} s of job time in all (longest job {max(times):.0f} s)."
     return " ".join(part for part in (spent, work_line(sweep)) if part)
 
 
@@ -178,7 +214,7 @@ def summary_stamp(
         "outcome": outcome,
         "checks": {o: sum(r.outcome == o for r in claims) for o in OUTCOMES},
         "seeds": [min(seeds), max(seeds)],
-        "jobs": len(sweep.jobs),
+        "jobs": len(sweep.job_dirs()),
         "unfinished": len(sweep.unfinished),
         "job_time_s": round(sum(times)) if times else None,
         "did_not_learn": [sweep.label(k) for k in not_learned],
@@ -191,7 +227,8 @@ def summary_stamp(
 def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lab = sweep.lab
     metrics = check_metrics(lab)
-    samples = sweep.samples(metrics)
+    # a timing's spread and contention flag go with it: a contended timing decides no check (claims._contended)
+    samples = sweep.samples(metrics + timing.companions(timed_metrics(sweep, metrics)))
     checks = lab.get("checks", [])
     found, not_learned, reference_lines = references(sweep)
     results = [
@@ -200,7 +237,7 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     results = decide(results)  # Holm's correction over the claim checks that a test could decide
     outcome = verdict(results)
     plots = write_plots(sweep, found)
-    csv_path = write_per_seed_csv(sweep, metrics)
+    csv_path = write_per_seed_csv(sweep, metrics + timing.companions(timed_metrics(sweep, metrics)))
     lines = [f"## {lab.get('title', lab.get('name', sweep.directory.name))}", ""]
     if lab.get("mode") == "quick":
         lines += [
@@ -217,9 +254,10 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lines += ["### Measured (mean ± sample standard deviation over seeds)", ""]
     lines += [*reference_lines, ""] if reference_lines else []
     lines += [*table(sweep, metrics, found, not_learned), ""]
+    lines += timing_lines(sweep, metrics)
     lines += [f"Per-seed results: [{csv_path.name}]({csv_path.name}).", ""]
     if sweep.unfinished:
-        total = len(sweep.jobs) + len(sweep.unfinished)
+        total = len(sweep.job_dirs()) + len(sweep.unfinished)
         lines += [
             f"**{len(sweep.unfinished)} of {total} jobs left no result**; the checks on their points are inconclusive:"
         ]

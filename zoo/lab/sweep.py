@@ -4,6 +4,10 @@ parameters) with one value per seed; the jobs that left no result; and the quest
 Hydra's basic sweeper writes the plan of the multirun (its parameters and the command's overrides) into
 `multirun.yaml` before the first job: from it the sweep knows which jobs should be there, so a job that never ran is
 listed as missing, and a folder left by an earlier sweep in the same directory is refused rather than mixed in.
+
+A job may hold several arms (a timing question times its arms interleaved in one process, zoo/lab/timing.py): its
+result.json then lists `arms`, each with its own parameters and metrics, and each arm is read as a job of its own
+(the job's parameters plus the arm's), so tables, plots and checks treat arms as points like any other.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from .claims import Stat
+from .claims import Stat, canonical_value
 
 FAILED = "failed.json"  # what a job that failed leaves (zoo.entry.sweep_summary; the lab does not import entries)
 RERUN = "re-run the sweep into a fresh hydra.sweep.dir"
@@ -28,6 +32,7 @@ class Job:
     metrics: dict[str, float]
     series: dict[str, list[float]]
     wall_s: float | None
+    arms: list[dict] = field(default_factory=list)  # a job of several arms, before load_sweep splits it
 
 
 @dataclass
@@ -73,6 +78,10 @@ class Sweep:
                 if values:
                     out[key][m] = values
         return out
+
+    def job_dirs(self) -> list[Path]:
+        """The job folders (a job of several arms is one folder but several entries of `jobs`)."""
+        return list(dict.fromkeys(j.directory for j in self.jobs))
 
     def label(self, key: tuple) -> str:
         params = self.points[key]
@@ -186,7 +195,23 @@ def _read_job(folder: Path, planned: list[dict[str, str]] | None) -> Job | Unfin
     params = _params(record.get("overrides"))
     metrics = {k: float(v) for k, v in (record.get("metrics") or {}).items() if _number(v)}
     metrics.setdefault(record["metric"], float("nan") if value is None else float(value))
-    return Job(folder, params, metrics, record.get("series") or {}, _wall_time(folder))
+    arms = record.get("arms") or []
+    if not isinstance(arms, list) or not all(isinstance(a, dict) and isinstance(a.get("params"), dict) for a in arms):
+        raise ValueError(f"{result}: 'arms' must be a list of {{params, metrics}}; {RERUN}")
+    return Job(folder, params, metrics, record.get("series") or {}, _wall_time(folder), arms)
+
+
+def _split_arms(job: Job) -> list[Job]:
+    """One entry per arm: the job's parameters and metrics, then the arm's own; the job's time counts once."""
+    if not job.arms:
+        return [job]
+    split = []
+    for i, arm in enumerate(job.arms):
+        params = {**job.params, **{str(k): canonical_value(v) for k, v in arm["params"].items()}}
+        metrics = {**job.metrics, **{k: float(v) for k, v in (arm.get("metrics") or {}).items() if _number(v)}}
+        series = {**job.series, **(arm.get("series") or {})}
+        split.append(Job(job.directory, params, metrics, series, job.wall_s if i == 0 else None))
+    return split
 
 
 def _mixed(directory: Path, folder: str, params: dict[str, str], why: str) -> ValueError:
@@ -219,6 +244,7 @@ def load_sweep(directory: str | Path) -> Sweep:
     for number, params in enumerate(planned or []):
         if tuple(sorted(params.items())) not in seen:
             unfinished.append(Unfinished(f"#{number}", params, "missing (never started)"))
+    jobs = [arm for job in jobs for arm in _split_arms(job)]
     if not jobs:
         raise ValueError(
             f"no job of {directory} wrote a result.json (did every job fail? {len(unfinished)} without a result); "
