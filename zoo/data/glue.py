@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 
 from .atomic import atomic_write
-from .prepare_lock import prepare_once
 from .base import ZooDataModule
 from .batches import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
+from .prepare_lock import prepare_once
 from .resumable import ResumableShuffle, resumable_sampler
 from .text import decode_utf8
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer, tokenizer_from_source
