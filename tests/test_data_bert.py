@@ -211,8 +211,8 @@ def test_pretraining_batches(pretraining_data):
         assert (segments[: first_sep + 1] == 0).all() and (segments[first_sep + 1 : n] == 1).all()
         assert (segments[n:] == 0).all()
         assert (batch.labels[row, n:] == -100).all() and batch.labels[row, 0] == -100
-    labels = [it["nsp_label"] for it in dm._datasets["train"].items]
-    assert 0.35 < sum(labels) / len(labels) < 0.65
+    labels = dm._datasets["train"].nsp_labels
+    assert 0.35 < labels.mean() < 0.65
 
 
 def test_training_masks_are_redrawn_and_validation_masks_fixed(pretraining_data):
@@ -241,6 +241,52 @@ def test_wordpiece_is_cached_beside_the_data(pretraining_data, data_dir, cache_d
         cache_dir=str(cache_dir),
     )
     assert again.tokenizer.to_json() == pretraining_data.tokenizer.to_json()
+
+
+def test_pairs_are_made_once_stored_and_equal_to_building_them(data_dir, tmp_path, monkeypatch, caplog):
+    """Every dupe_factor pass's pairs, and the validation pairs with their fixed masks, are what building them in
+    memory from the same seed gives; a second start maps them and makes none."""
+    settings = dict(
+        train_files=["wikitext2/wiki.valid.raw"],
+        val_files=["wikitext2/wiki.test.raw"],
+        dataset="wikitext2",
+        document_format="wikitext",
+        vocab_size=1000,
+        block_size=48,
+        batch_size=8,
+        dupe_factor=2,
+        max_documents=6,
+        data_dir=str(data_dir),
+        cache_dir=str(tmp_path),
+    )
+    caplog.set_level("INFO", logger="zoo.data.prepare_lock")
+    dm = BertPretrainingDataModule(**settings)
+    dm.setup("fit")
+    assert sum("preparing the sentence pairs" in r.message for r in caplog.records) == 1
+    train_docs, val_docs = dm._split()
+    expected = dm.build_items(train_docs, passes=2, seed=dm.hparams.seed)
+    one_pass = len(dm.build_items(train_docs, passes=1, seed=dm.hparams.seed))
+    stored = dm._datasets["train"]
+    assert len(stored) == len(expected) > one_pass  # both passes, each drawing its own pairs
+    assert [stored[i] for i in range(len(stored))] == expected
+    val = dm.build_items(val_docs, passes=1, seed=dm.hparams.seed + 1)
+    collator, generator = dm.collator(), torch.Generator().manual_seed(dm.hparams.seed + 2)
+    for item in val:
+        inputs, labels = collator.mask(torch.tensor([item["input_ids"]]), generator)
+        item["input_ids"], item["labels"] = inputs[0].tolist(), labels[0].tolist()
+    assert [dm._datasets["val"][i] for i in range(len(val))] == val and len(dm._datasets["val"]) == len(val)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the pairs were made again")
+
+    caplog.clear()
+    monkeypatch.setattr("zoo.data.bert_pretraining.make_nsp_pairs", never)
+    again = BertPretrainingDataModule(**settings)
+    again.setup("fit")
+    assert not any("preparing" in r.message for r in caplog.records)
+    assert again.pairs_folder() == dm.pairs_folder() and again._datasets["train"][3] == expected[3]
+    # Another setting that decides the pairs is another set of pairs.
+    assert BertPretrainingDataModule(**{**settings, "dupe_factor": 3}).pairs_folder() != dm.pairs_folder()
 
 
 def test_missing_corpus_names_the_path(tmp_path):

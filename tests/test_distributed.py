@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import hydra
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from zoo.data.prepare_lock import lock_file
 
 from conftest import ROOT, run_script
 
@@ -96,6 +104,76 @@ def test_simulated_two_node_torchrun_job(tmp_path, given_dir):
     if not given_dir:
         (run_dir,) = (log_dir / "train" / "runs").iterdir()  # one directory for the job, not one per node
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+
+
+PREPARED_ONCE = {
+    # Character-level shakespeare: the text is encoded into the cache when the model's vocabulary is read, before
+    # the trainer exists (zoo/data/lm.py): both ranks meet at the lock.
+    "lm": (["model.num_samples=0"], "preparing the encoded text", 2),
+    # BERT pretraining: the sentence pairs of every pass (zoo/data/bert_pretraining.py), made in Lightning's
+    # prepare_data, which runs on one process per node before a barrier: only that one meets the lock.
+    "bert": (
+        ["model=bert", "model.net.name=bert-tiny", "data.max_documents=12", "data.dupe_factor=2"]
+        + ["data.batch_size=8", "data.vocab_size=1000", "data.block_size=64"],
+        "preparing the sentence pairs",
+        1,
+    ),
+}
+
+
+def _cache_marker(overrides: list[str]) -> Path:
+    """The file that completes the cache these overrides' data prepares (BERT's vocabulary is made here first)."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "zoo" / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides)
+    OmegaConf.update(cfg, "paths.root_dir", str(ROOT), force_add=True)  # what ${zoo.start_dir:} gives
+    GlobalHydra.instance().clear()
+    data = hydra.utils.instantiate(cfg.data, _convert_="all")
+    if hasattr(data, "pairs_folder"):
+        return data.pairs_folder() / "pairs.json"
+    return data._cache_folder() / "meta.json"
+
+
+@pytest.mark.parametrize("data", list(PREPARED_ONCE))
+def test_processes_started_together_prepare_the_data_once(tmp_path, data):
+    """torchrun starts both ranks at once, each building its data before the trainer exists. The test holds the
+    cache's lock until the ranks that reach it wait for it, so that they really meet there: then one prepares, the
+    others wait and read what it made, and so does a later start. For the language model the ranks' data is checked to
+    be one process's: the result equals a single-process run's (the global batch shared by 2 ranks). BERT's masks
+    and dropout are drawn per rank, so there one cache folder is the check."""
+    overrides, prepared, waiting = PREPARED_ONCE[data]
+    run = [o for o in RUN if not o.startswith("model.num_samples")]
+    common = [*overrides, *run, f"paths.cache_dir={tmp_path / 'cache'}"]
+    marker = _cache_marker(common)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    command += [str(ROOT / "train.py"), "trainer=ddp_sim", *common, f"hydra.run.dir={tmp_path / 'ddp'}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    log = tmp_path / "ddp.log"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as output, open(lock_file(marker), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        job = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while log.read_text().count("waiting for another process") < waiting and job.poll() is None:
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.2)
+            fcntl.flock(held, fcntl.LOCK_UN)
+            job.wait(timeout=600)
+        finally:
+            if job.poll() is None:
+                job.kill()
+    logs = log.read_text()
+    assert job.returncode == 0, logs[-3000:]
+    assert logs.count("waiting for another process") == waiting and logs.count(prepared) == 1, logs[-3000:]
+    single = run_script("train.py", "trainer=cpu", *common, f"hydra.run.dir={tmp_path / 'cpu'}")
+    assert single.returncode == 0, single.stderr[-3000:]
+    assert "preparing" not in single.stdout + single.stderr  # the cache the ranks made
+    values = [json.loads((tmp_path / run / "result.json").read_text())["value"] for run in ("ddp", "cpu")]
+    if data == "lm":
+        assert values[0] == pytest.approx(values[1], rel=1e-5, abs=1e-5)
+    else:
+        assert len(list((tmp_path / "cache").glob("*-pairs-*"))) == 1
 
 
 def test_two_process_ddp_trains_through_a_masked_lm_phase(tmp_path):

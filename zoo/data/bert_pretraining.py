@@ -7,6 +7,10 @@ chunk's unused sentences are put back for the next pair. One deviation: a one-se
 true continuation borrows the next sentence instead of forcing a random B. Each pass over the corpus
 (`dupe_factor` of them) draws new pairs. Masking happens per batch, so every epoch sees new masks; validation
 masks are drawn once (fixed seed) so that validation numbers are comparable across evaluations.
+
+The pairs of every pass are made once, at prepare time, by one process (zoo/data/prepare_lock.py), and stored in
+the cache keyed by the text, the tokenizer and every setting that decides them (zoo/data/stored_pairs.py); each
+rank and each start memory-maps them instead of rebuilding them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +29,15 @@ from torch.utils.data import Dataset
 from .atomic import atomic_write
 from .base import ZooDataModule
 from .batches import PAD_TO, EncoderBatch, pad_sequences, padded_length
+from .prepare_lock import prepare_once
+from .stored_pairs import PairWriter, StoredPairs
 from .text import read_text_file
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer
 
 DOCUMENT_FORMATS = ("blank_lines", "wikitext")
+# Part of the stored pairs' cache key: raise it when the pair recipe changes, so that pairs made by an earlier
+# recipe are never read as this one's.
+PAIRS_REVISION = 1
 
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or opening quote/bracket.
 # Good enough for Wikipedia prose; "H. americanus" (lower case after) stays one sentence.
@@ -275,7 +285,8 @@ class BertPretrainingDataModule(ZooDataModule):
         if val_files is None and not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
         self._tokenizer: WordPieceTokenizer | None = None
-        self._datasets: dict[str, PairDataset] = {}
+        self._datasets: dict[str, StoredPairs] = {}
+        self._digests: dict[tuple[Path, ...], str] = {}
 
     # ---- files, documents, tokenizer ---------------------------------------------------------------------
     def _path(self, name: str) -> Path:
@@ -317,12 +328,20 @@ class BertPretrainingDataModule(ZooDataModule):
             )
         return train[:cut], train[cut:]
 
+    def _content_digest(self, paths: list[Path]) -> str:
+        """The files' names and bytes, hashed once per DataModule (two cache keys use them)."""
+        key = tuple(paths)
+        if key not in self._digests:
+            digest = hashlib.sha256()
+            for path in paths:
+                digest.update(path.name.encode())
+                digest.update(path.read_bytes())
+            self._digests[key] = digest.hexdigest()
+        return self._digests[key]
+
     def _tokenizer_path(self, train_files: list[Path]) -> Path:
         hp = self.hparams
-        digest = hashlib.sha256()
-        for path in train_files:
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
+        digest = hashlib.sha256(bytes.fromhex(self._content_digest(train_files)))
         digest.update(
             json.dumps([hp.vocab_size, hp.lowercase, hp.document_format, hp.max_documents, TRAINING_REVISION]).encode()
         )
@@ -330,18 +349,25 @@ class BertPretrainingDataModule(ZooDataModule):
         return self.cache_dir / f"{name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}" / "tokenizer.json"
 
     def prepare_data(self) -> None:
-        """Train the WordPiece vocabulary once; later runs (and other ranks) read the cached file."""
+        """Train the WordPiece vocabulary and make the sentence pairs, once: later runs, and the other processes of
+        a DDP job (which wait while one prepares), read the cached files."""
+        self._prepare_tokenizer()
+        folder = self.pairs_folder()
+        prepare_once(folder / "pairs.json", lambda: self._make_pairs(folder), what="the sentence pairs")
+
+    def _prepare_tokenizer(self) -> None:
         if self.hparams.vocab_file is not None:
             return
-        train_files, _ = self._files()
-        path = self._tokenizer_path(train_files)
-        if path.is_file():
-            return
-        documents = self._split()[0]
-        tokenizer = WordPieceTokenizer.train(
-            (" ".join(d) for d in documents), self.hparams.vocab_size, lowercase=self.hparams.lowercase
-        )
-        atomic_write(path, tokenizer.to_json())
+
+        def train() -> None:
+            documents = self._split()[0]
+            tokenizer = WordPieceTokenizer.train(
+                (" ".join(d) for d in documents), self.hparams.vocab_size, lowercase=self.hparams.lowercase
+            )
+            atomic_write(path, tokenizer.to_json())
+
+        path = self._tokenizer_path(self._files()[0])
+        prepare_once(path, train, what="the WordPiece vocabulary")
 
     @property
     def tokenizer(self) -> WordPieceTokenizer:
@@ -350,7 +376,7 @@ class BertPretrainingDataModule(ZooDataModule):
             if hp.vocab_file is not None:
                 self._tokenizer = WordPieceTokenizer.from_vocab_file(self._path(hp.vocab_file), lowercase=hp.lowercase)
             else:
-                self.prepare_data()
+                self._prepare_tokenizer()
                 path = self._tokenizer_path(self._files()[0])
                 self._tokenizer = WordPieceTokenizer.from_json(path.read_text(encoding="utf-8"))
         return self._tokenizer
@@ -367,19 +393,66 @@ class BertPretrainingDataModule(ZooDataModule):
         encoded = [[next(ids) for _ in d] for d in documents]
         return [[s for s in d if s] for d in encoded if any(d)]
 
-    def build_items(self, documents: list[list[str]], *, passes: int, seed: int) -> list[dict]:
-        """Pairs from `passes` passes over the documents, as [CLS] A [SEP] B [SEP] with segment ids."""
+    def item_passes(self, documents: list[list[str]], *, passes: int, seed: int) -> Iterator[list[dict]]:
+        """The pairs of each of `passes` passes over the documents (one random stream runs through all of them),
+        as [CLS] A [SEP] B [SEP] with segment ids."""
         hp = self.hparams
         encoded = self._encode(documents)
         rng = random.Random(seed)
-        items = []
         for _ in range(passes):
+            items = []
             for pair in make_nsp_pairs(
                 encoded, hp.block_size, rng, short_seq_prob=hp.short_seq_prob, random_next_prob=hp.random_next_prob
             ):
                 ids, segments = self.tokenizer.build_pair(pair.tokens_a, pair.tokens_b)
                 items.append({"input_ids": ids, "token_type_ids": segments, "nsp_label": int(pair.is_random_next)})
-        return items
+            yield items
+
+    def build_items(self, documents: list[list[str]], *, passes: int, seed: int) -> list[dict]:
+        """All pairs of `passes` passes, as a list: what the stored pairs hold, item for item."""
+        return [item for items in self.item_passes(documents, passes=passes, seed=seed) for item in items]
+
+    def pairs_folder(self) -> Path:
+        """Where the pairs are stored: keyed by the text, the tokenizer and every setting that decides them."""
+        hp = self.hparams
+        train, val = self._files()
+        digest = hashlib.sha256(self.tokenizer.to_json().encode())
+        digest.update(bytes.fromhex(self._content_digest(train)))
+        digest.update(bytes.fromhex(self._content_digest(val)) if val else b"held out")
+        settings = [
+            hp.document_format,
+            hp.max_documents,
+            None if val else hp.val_fraction,
+            hp.block_size,
+            hp.short_seq_prob,
+            hp.random_next_prob,
+            hp.dupe_factor,
+            hp.mlm_probability,  # the validation masks
+            hp.seed,
+            PAIRS_REVISION,
+        ]
+        digest.update(json.dumps(settings).encode())
+        return self.cache_dir / f"{hp.dataset or train[0].stem}-pairs-{digest.hexdigest()[:16]}"
+
+    def _make_pairs(self, folder: Path) -> None:
+        """Every pass's training pairs, and the validation pairs with their masks drawn once; `pairs.json` last."""
+        hp = self.hparams
+        train_docs, val_docs = self._split()
+        counts = {}
+        train = PairWriter(self.tokenizer.vocab_size)
+        for items in self.item_passes(train_docs, passes=hp.dupe_factor, seed=hp.seed):
+            train.add(items)
+        counts["train"] = train.write(folder, "train")
+        # Validation masks are drawn once, so every evaluation scores the same predictions.
+        val = PairWriter(self.tokenizer.vocab_size)
+        collator, generator = self.collator(), torch.Generator().manual_seed(hp.seed + 2)
+        for items in self.item_passes(val_docs, passes=1, seed=hp.seed + 1):
+            for item in items:
+                inputs, labels = collator.mask(torch.tensor([item["input_ids"]]), generator)
+                item["input_ids"], item["labels"] = inputs[0].tolist(), labels[0].tolist()
+            val.add(items)
+        counts["val"] = val.write(folder, "val")
+        atomic_write(folder / "pairs.json", json.dumps({"pairs": counts, "revision": PAIRS_REVISION}))
 
     def collator(self) -> PretrainingCollator:
         hp = self.hparams
@@ -391,22 +464,15 @@ class BertPretrainingDataModule(ZooDataModule):
     def build_splits(self) -> None:
         if self._datasets:
             return
-        train_docs, val_docs = self._split()
-        seed = self.hparams.seed
-        self._datasets["train"] = PairDataset(self.build_items(train_docs, passes=self.hparams.dupe_factor, seed=seed))
-        val_items = self.build_items(val_docs, passes=1, seed=seed + 1)
-        # Validation masks are drawn once, so every evaluation scores the same predictions.
-        collator, generator = self.collator(), torch.Generator().manual_seed(seed + 2)
-        for item in val_items:
-            inputs, labels = collator.mask(torch.tensor([item["input_ids"]]), generator)
-            item["input_ids"], item["labels"] = inputs[0].tolist(), labels[0].tolist()
-        self._datasets["val"] = PairDataset(val_items)
+        self.prepare_data()
+        folder = self.pairs_folder()
+        self._datasets = {split: StoredPairs(folder, split) for split in ("train", "val")}
 
-    def train_dataset(self) -> PairDataset:
+    def train_dataset(self) -> StoredPairs:
         # The masks are drawn per batch from the global RNG, which the checkpoint holds, when num_workers is 0.
         return self._datasets["train"]
 
-    def eval_dataset(self, split: str) -> PairDataset:
+    def eval_dataset(self, split: str) -> StoredPairs:
         return self._datasets["val"]
 
     def collate(self, train: bool) -> PretrainingCollator:

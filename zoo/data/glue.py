@@ -19,6 +19,7 @@ from .atomic import atomic_write
 from .base import ZooDataModule
 from .batches import PAD_TO, EncoderBatch, pad_sequences, padded_length
 from .bert_pretraining import PairDataset
+from .prepare_lock import prepare_once
 from .resumable import ResumableShuffle, resumable_sampler
 from .text import decode_utf8
 from .wordpiece import TRAINING_REVISION, WordPieceTokenizer, tokenizer_from_source
@@ -213,12 +214,16 @@ class GlueDataModule(ZooDataModule):
     def prepare_data(self) -> None:
         hp = self.hparams
         self._load_rows()
-        if hp.pretrained is not None or hp.vocab_file is not None or self._tokenizer_path().is_file():
+        if hp.pretrained is not None or hp.vocab_file is not None:
             return
-        texts = (" ".join(r[:-1]) for r in self._rows["train"])
-        tokenizer = WordPieceTokenizer.train(texts, hp.vocab_size, lowercase=hp.lowercase)
-        path = self._tokenizer_path()
-        atomic_write(path, tokenizer.to_json())
+
+        def train() -> None:
+            texts = (" ".join(r[:-1]) for r in self._rows["train"])
+            tokenizer = WordPieceTokenizer.train(texts, hp.vocab_size, lowercase=hp.lowercase)
+            atomic_write(self._tokenizer_path(), tokenizer.to_json())
+
+        # One process of a DDP job trains it; the others wait and read it (zoo/data/prepare_lock.py).
+        prepare_once(self._tokenizer_path(), train, what="the WordPiece vocabulary")
 
     @property
     def tokenizer(self) -> WordPieceTokenizer:

@@ -16,6 +16,7 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 from torchvision.datasets import CIFAR10, ImageFolder
 
+from .prepare_lock import prepare_once
 from .sources import resolve_dataset
 
 MNIST_CLASSES = [str(d) for d in range(10)]
@@ -61,10 +62,14 @@ def load_cifar10(data_dir: Path, cache_dir: Path, *, download: bool) -> dict[str
     if not (root / "cifar-10-batches-py").is_dir():
         (archive,) = resolve_dataset("cifar10", data_dir, download_missing=download)
         root = cache_dir / "cifar10"
-        if not (root / "cifar-10-batches-py" / "test_batch").is_file():
-            root.mkdir(parents=True, exist_ok=True)
+
+        def extract() -> None:
             with tarfile.open(archive, "r:gz") as tar:
                 tar.extractall(root, filter="data")
+            (root / "extracted").touch()  # last: a half-extracted folder is never read
+
+        # One process of a DDP job extracts; the others wait for it (zoo/data/prepare_lock.py).
+        prepare_once(root / "extracted", extract, what="CIFAR-10")
     splits = {}
     for split in ("train", "test"):
         try:

@@ -11,6 +11,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from .atomic import atomic_write
 from .base import ZooDataModule
+from .prepare_lock import prepare_once
 from .text import read_text_file
 from .tokenizer import BPETokenizer, CharTokenizer, load_tokenizer, published_tokenizer_files, tokenizer_from_json
 from .windows import DisjointWindows, RandomWindows
@@ -173,10 +174,12 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         return self.cache_dir / f"{name}-{kind}-{self._cache_key(train, val)}"
 
     def prepare_data(self) -> None:
-        """Train the tokenizer and encode the splits once; later runs reuse the cached files."""
+        """Train the tokenizer and encode the splits once; later runs, and the other processes of a DDP job (which
+        wait while one prepares: zoo/data/prepare_lock.py), reuse the cached files."""
         folder = self._cache_folder()
-        if (folder / "meta.json").is_file():
-            return
+        prepare_once(folder / "meta.json", lambda: self._encode_into(folder), what="the encoded text")
+
+    def _encode_into(self, folder: Path) -> None:
         train_files, val_files = self._files()
         text = self._read(train_files, "data.text_files")
         if val_files is None:

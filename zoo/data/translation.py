@@ -27,6 +27,7 @@ from torch.utils.data import Dataset
 
 from .base import ZooDataModule
 from .batches import TranslationBatch
+from .prepare_lock import prepare_once
 from .text import decode_utf8
 from .translation_tokenizer import BOS_ID, EOS_ID, PAD_ID, TranslationTokenizer
 
@@ -191,8 +192,10 @@ class TranslationDataModule(ZooDataModule):
     def prepare_data(self) -> None:
         """Train the BPE on the training split and encode every split once; later runs reuse the cache."""
         folder = self._cache_folder()
-        if (folder / "tokenizer.json").is_file():
-            return
+        # One process of a DDP job encodes; the others wait and read the cache (zoo/data/prepare_lock.py).
+        prepare_once(folder / "tokenizer.json", lambda: self._encode_into(folder), what="the encoded sentence pairs")
+
+    def _encode_into(self, folder: Path) -> None:
         hp = self.hparams
         src, tgt = read_parallel(*self.split_files("train"))
         tokenizer = TranslationTokenizer.train(

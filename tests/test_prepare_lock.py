@@ -1,0 +1,52 @@
+"""One process prepares a cache, the others wait for it (zoo/data/prepare_lock.py); the DDP runs that rely on it
+are in tests/test_distributed.py."""
+
+from __future__ import annotations
+
+import fcntl
+import subprocess
+import sys
+import time
+
+import pytest
+
+from zoo.data.prepare_lock import lock_file, prepare_once
+
+from conftest import ROOT
+
+# Another process asks for the same cache: it prints whether it made it.
+OTHER = """
+import logging
+import sys
+from pathlib import Path
+from zoo.data.prepare_lock import prepare_once
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+marker = Path(sys.argv[1])
+print("made" if prepare_once(marker, lambda: marker.write_text("other"), what="a test cache") else "read", flush=True)
+"""
+
+
+def test_a_process_that_finds_the_lock_taken_waits_and_then_reads_what_was_made(tmp_path):
+    marker = tmp_path / "cache" / "done"
+    marker.parent.mkdir()
+    with open(lock_file(marker), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a process in the middle of preparing
+        command = [sys.executable, "-c", OTHER, str(marker)]
+        other = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        said = other.stderr.readline()  # its first log line, once it has found the lock taken
+        assert said.startswith("waiting for another process to prepare a test cache"), said
+        time.sleep(0.5)
+        assert other.poll() is None  # still waiting
+        marker.write_text("first")
+        fcntl.flock(held, fcntl.LOCK_UN)
+    assert other.communicate(timeout=60)[0].strip() == "read"
+    assert marker.read_text() == "first"
+
+
+def test_made_once_and_a_make_that_forgets_its_marker_is_named(tmp_path):
+    calls = []
+    marker = tmp_path / "done"
+    assert prepare_once(marker, lambda: calls.append(marker.touch()), what="x")
+    assert not prepare_once(marker, lambda: calls.append(1), what="x") and len(calls) == 1
+    with pytest.raises(RuntimeError, match="did not write"):
+        prepare_once(tmp_path / "never", lambda: None, what="x")
