@@ -11,12 +11,13 @@ from pathlib import Path
 
 from zoo.models import BERT, GPT, ViT, ZooModel
 
-from .exportable import check_exportable
-from .hf import label_maps, save_hf
+from .exportable import check_exportable, is_native
+from .hf import label_maps, save_hf, set_token_ids
 from .hf_image_processor import save_image_processor
 from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
 from .limits import position_limit, trained_context
 from .model_card import TrainingRun, write_model_card
+from .remote_code import REMOTE_FILES, save_remote
 
 # zoo's generate.py samples with these by default; the exported model does the same unless told otherwise
 # (pipeline(..., do_sample=False) for greedy decoding).
@@ -28,6 +29,7 @@ EXPORT_FILES = (
     "preprocessor_config.json",
     "README.md",
     *TOKENIZER_FILES,
+    *REMOTE_FILES,
 )
 
 
@@ -80,7 +82,9 @@ def export_hf(
     context_length: the longest input the model was trained on (default: from `run`'s data, else the model's
         positions); the tokenizer's model_max_length and GPT's generation max_length.
     run: how the model was trained, for the model card (README.md); zoo-export reads it from the run directory.
-    A grayscale (1-channel) ViT is written as the equivalent 3-channel model (`rgb_from_grayscale`)."""
+    A grayscale (1-channel) ViT is written as the equivalent 3-channel model (`rgb_from_grayscale`).
+    A model that no native Hugging Face class computes (a lab switch) is written with its own modelling code
+    (zoo.interop.remote_code), which transformers loads with trust_remote_code=True."""
     check_exportable(model)
     context = _context(model, context_length, run)
     if tokenizer_json is not None and not isinstance(model, (GPT, BERT)):
@@ -101,7 +105,14 @@ def export_hf(
         model = rgb_from_grayscale(model)
         image_mean = None if image_mean is None else list(image_mean) * 3
         image_std = None if image_std is None else list(image_std) * 3
-    save_hf(model, directory, labels=labels, token_ids=token_ids)
+    if is_native(model):
+        save_hf(model, directory, labels=labels, token_ids=token_ids)
+    else:  # a lab switch: the model's own code goes along (trust_remote_code=True)
+        extra: dict = {}
+        set_token_ids(extra, token_ids)
+        if labels is not None:
+            extra["id2label"], extra["label2id"] = label_maps(labels, _num_classes(model))
+        save_remote(model, directory, extra_config=extra)
     if isinstance(model, GPT):
         char = tokenizer_json is not None and json.loads(tokenizer_json).get("kind") == "char"
         _save_generation_config(directory, token_ids, context, stop=not char)

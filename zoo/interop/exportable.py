@@ -1,13 +1,17 @@
-"""Which zoo models have a faithful Hugging Face class: the reference architectures, without the lab's switches.
+"""Which zoo models export how for `transformers`.
 
-A model trained with, say, rotary positions or additive attention scores would load into GPT2LMHeadModel without a
-complaint and compute something else; such models are refused here, naming the switches, and belong in zoo's own
-format (`model.save_pretrained(dir)`), which keeps every config field.
+- natively, to a Hugging Face class that computes them exactly: the reference architectures of GPT (GPT-2),
+  BERT and ViT, without the lab's switches;
+- with their own modelling code (trust_remote_code=True, zoo/interop/remote_code.py): those models with any lab
+  switch, whose native class would load the weights without a complaint and compute something else;
+- not at all: the rest, refused in one line that points to zoo's own format (`model.save_pretrained(dir)`).
 """
 
 from __future__ import annotations
 
 from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
+
+from .remote_code import SPECS
 
 # The zoo models that have a Hugging Face class (GPT2LMHeadModel, BertFor*, ViTForImageClassification).
 HF_CLASSES = (GPT, BERT, ViT)
@@ -18,13 +22,38 @@ ZOO_FORMAT_HINT = (
 )
 
 
+def is_native(model: ZooModel) -> bool:
+    """Whether a native Hugging Face class computes `model` exactly."""
+    return isinstance(model, HF_CLASSES) and not model.nondefault_switches()
+
+
+def has_remote_code(model: ZooModel) -> bool:
+    return type(model) in SPECS
+
+
+def check_native(model: ZooModel) -> None:
+    """Raise a one-line ValueError when no native Hugging Face class computes `model` (save_hf writes only those)."""
+    if is_native(model):
+        return
+    if has_remote_code(model):
+        listed = ", ".join(f"{name}={value!r}" for name, value in model.nondefault_switches().items())
+        raise ValueError(
+            f"this {type(model).__name__} uses non-default architecture switches ({listed}) that no Hugging Face "
+            "class computes; export it with its own modelling code instead: `zoo-export CKPT DIR` or "
+            "`zoo.interop.export_hf(model, DIR)` (loads with trust_remote_code=True)"
+        )
+    check_exportable(model)
+
+
 def check_exportable(model: ZooModel) -> None:
-    """Raise a one-line ValueError when `model` has no faithful Hugging Face counterpart."""
+    """Raise a one-line ValueError when `model` exports neither natively nor with remote code."""
+    if is_native(model) or has_remote_code(model):
+        return
     if isinstance(model, Transformer):
         raise ValueError(
             "the encoder-decoder Transformer has no faithful Hugging Face class (it is torch.nn.Transformer's layout: "
-            "a LayerNorm after each post-LN stack and interleaved sinusoids, which MarianMT/BART do not compute); "
-            + ZOO_FORMAT_HINT
+            "a LayerNorm after each post-LN stack and interleaved sinusoids, which MarianMT/BART do not compute) "
+            "and no remote-code export yet; " + ZOO_FORMAT_HINT
         )
     if not isinstance(model, HF_CLASSES):
         # Checked first: the export would otherwise stop at a detail (a CNN's image normalization) that is not why.
@@ -32,10 +61,9 @@ def check_exportable(model: ZooModel) -> None:
             f"the {type(model).__name__} ({model.model_type}) has no Hugging Face class to export to (GPT, BERT and "
             f"ViT do); " + ZOO_FORMAT_HINT
         )
-    switches = model.nondefault_switches()  # the lab's switches that differ from the reference
-    if switches:
-        listed = ", ".join(f"{name}={value!r}" for name, value in switches.items())
-        raise ValueError(
-            f"this {type(model).__name__} uses non-default architecture switches ({listed}) that no Hugging Face "
-            f"class computes; " + ZOO_FORMAT_HINT
-        )
+    switches = model.nondefault_switches()
+    listed = ", ".join(f"{name}={value!r}" for name, value in switches.items())
+    raise ValueError(
+        f"this {type(model).__name__} uses non-default architecture switches ({listed}) that no Hugging Face "
+        f"class computes, and it has no remote-code export yet; " + ZOO_FORMAT_HINT
+    )

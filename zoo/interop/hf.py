@@ -7,7 +7,7 @@ from pathlib import Path
 from zoo.models import BERT, GPT, ZooModel
 
 from . import bert, gpt2, vit
-from .exportable import check_exportable
+from .exportable import check_native
 from .hf_files import read_config, read_weights, write_checkpoint
 
 # Hugging Face model_type -> converter module with load(config, weights) and save(model).
@@ -48,7 +48,7 @@ def label_maps(labels: list[str], num_classes: int | None) -> tuple[dict[str, st
     return {str(i): label for i, label in enumerate(labels)}, {label: i for i, label in enumerate(labels)}
 
 
-def _set_token_ids(config: dict, token_ids: dict[str, int | None]) -> None:
+def set_token_ids(config: dict, token_ids: dict[str, int | None]) -> None:
     for key, value in token_ids.items():
         if key not in TOKEN_ID_KEYS:
             raise ValueError(f"unknown special-token id '{key}'; use {', '.join(TOKEN_ID_KEYS)}")
@@ -74,8 +74,9 @@ def save_hf(
     token_ids: bos/eos/pad_token_id of the model's tokenizer (`save_tokenizer` returns them); the model alone does
         not know GPT's, so without them they are null.
     Models without a faithful Hugging Face class (the encoder-decoder Transformer, any non-default architecture
-    switch) are refused; `model.save_pretrained(dir)` writes those in zoo's own format."""
-    check_exportable(model)
+    switch) are refused: `export_hf` writes those it can with their own modelling code (trust_remote_code=True),
+    `model.save_pretrained(dir)` any in zoo's own format."""
+    check_native(model)
     for cls, converter in _SAVERS.items():
         if isinstance(model, cls):
             config, weights = converter.save(model)
@@ -83,7 +84,7 @@ def save_hf(
                 classes = len(config["id2label"]) if "id2label" in config else None
                 config["id2label"], config["label2id"] = label_maps(labels, classes)
             if token_ids:
-                _set_token_ids(config, token_ids)
+                set_token_ids(config, token_ids)
             write_checkpoint(path, config, weights)
             return
     raise ValueError(f"save_hf does not support {type(model).__name__} yet")

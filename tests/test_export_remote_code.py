@@ -1,0 +1,149 @@
+"""Models that no native Hugging Face class computes (a lab switch on) export with their own modelling code:
+transformers loads the directory with trust_remote_code=True and gives zoo's logits and greedy tokens, generation
+past the trained context slides its window as zoo's does, and the code written there imports no zoo."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from zoo.data import CharTokenizer  # noqa: E402
+from zoo.interop import export_hf  # noqa: E402
+from zoo.interop.exportable import check_native  # noqa: E402
+from zoo.models import GPT  # noqa: E402
+
+TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpeak, speak.\n"
+CONTEXT = 16
+# Every switch of the core on a GPT, spread over a few models (some exclude each other: rope vs alibi...).
+GPT_SWITCHES = {
+    "recipe": dict(activation="relu2", positions="rope", qk_norm=True),  # gpt_shakespeare_char_fast's model
+    "alibi_window_additive": dict(positions="alibi", attn_window=5, attn_score="additive", attn_scale="none"),
+    "sinusoid_concat_shared_bn": dict(
+        positions="sinusoidal",
+        position_merge="concat",
+        qk_proj="shared",
+        norm="batchnorm_masked",
+        ff_inner_norm="layernorm",
+        residual_attn=False,
+        sinusoid_base=500.0,
+    ),
+    "learned_untied_noproj": dict(
+        qk_proj="none",
+        attn_scale=0.3,
+        norm="batchnorm",
+        ff_inner_norm="batchnorm",
+        residual_ff=False,
+        tie_weights=False,
+        bias=False,
+    ),
+    "nonorm_window": dict(norm="none", attn_window=3, positions="none", activation="relu"),
+}
+
+
+def char_tokenizer() -> CharTokenizer:
+    return CharTokenizer.train(TEXT)
+
+
+def jitter_norm_statistics(model: torch.nn.Module) -> None:
+    """BatchNorm's running statistics start at mean 0 / variance 1, where a wrong normalization would go unseen."""
+    torch.manual_seed(1)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.running_mean.normal_(0, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+
+
+def gpt(**switches) -> GPT:
+    torch.manual_seed(0)
+    model = GPT.from_preset("gpt-nano", vocab_size=char_tokenizer().vocab_size, block_size=CONTEXT, **switches)
+    jitter_norm_statistics(model)
+    return model.eval()
+
+
+def load_causal_lm(directory):
+    return transformers.AutoModelForCausalLM.from_pretrained(directory, trust_remote_code=True).eval()
+
+
+@pytest.mark.parametrize("name", list(GPT_SWITCHES))
+@torch.no_grad()
+def test_gpt_with_switches_loads_with_zoo_logits_and_greedy_tokens(name, tmp_path):
+    model, tokenizer = gpt(**GPT_SWITCHES[name]), char_tokenizer()
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        check_native(model)  # no native class computes it
+    files = export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
+    assert {"zoo_gpt.py", "zoo_layers.py", "config.json", "model.safetensors", "tokenizer.json"} <= set(files)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForCausalLM"] == "zoo_gpt.ZooGPTForCausalLM"
+    hf, info = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, trust_remote_code=True, output_loading_info=True
+    )
+    hf.eval()
+    assert not any(info.values()), info  # every weight copied straight across, none left over
+
+    ids = torch.tensor(
+        [tokenizer.encode("Before we proceed"[:CONTEXT]), tokenizer.encode("All:\nSpeak, speak.")[:CONTEXT]]
+    )
+    torch.testing.assert_close(hf(ids).logits, model(ids), atol=1e-5, rtol=0)
+    # Left padding: positions counted over the real tokens, padded keys hidden (the real rows are compared).
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0
+    torch.testing.assert_close(
+        hf(ids, attention_mask=mask).logits[mask.bool()],
+        model(ids, attention_mask=mask)[mask.bool()],
+        atol=1e-5,
+        rtol=0,
+    )
+    # Greedy generation, in and past the trained context (no IndexError: the window slides as zoo's does).
+    prompt = ids[:, :6]
+    for new in (CONTEXT - 6, 3 * CONTEXT):
+        ours = model.generate(prompt, new, temperature=0)
+        theirs = hf.generate(prompt, max_new_tokens=new, do_sample=False, attention_mask=torch.ones_like(prompt))
+        assert torch.equal(theirs, ours)
+
+
+def test_gpt_export_tokenizer_limits_and_card_go_along(tmp_path):
+    model, tokenizer = gpt(**GPT_SWITCHES["recipe"]), char_tokenizer()
+    export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    assert hf_tokenizer("Speak")["input_ids"] == tokenizer.encode("Speak")
+    assert hf_tokenizer.model_max_length == CONTEXT
+    assert json.loads((tmp_path / "generation_config.json").read_text())["max_length"] == CONTEXT
+    card = (tmp_path / "README.md").read_text()
+    assert "trust_remote_code=True" in card and "positions='rope'" in card and "ZooGPTForCausalLM" in card
+    generate = transformers.pipeline("text-generation", model=str(tmp_path), trust_remote_code=True)
+    out = generate("Speak", do_sample=False, return_tensors=True)[0]["generated_token_ids"]
+    assert len(out) == CONTEXT  # stops at the trained context (generation_config.json's max_length)
+
+
+def imported_modules(source: str) -> set[str]:
+    """The top-level names of the absolute imports of a Python source."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_exported_code_imports_no_zoo(tmp_path):
+    export_hf(gpt(**GPT_SWITCHES["recipe"]), tmp_path, tokenizer_json=char_tokenizer().to_json())
+    for file in tmp_path.glob("*.py"):
+        assert imported_modules(file.read_text()) <= {"__future__", "math", "torch", "transformers"}, file.name
+    # And it runs where zoo cannot be imported at all (sys.modules["zoo"] = None makes every zoo import fail).
+    code = (
+        "import sys; sys.modules['zoo'] = None\n"
+        "import torch, transformers\n"
+        f"m = transformers.AutoModelForCausalLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)\n"
+        "print(tuple(m(torch.tensor([[1, 2, 3]])).logits.shape))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith(f"(1, 3, {char_tokenizer().vocab_size})")

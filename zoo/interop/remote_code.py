@@ -1,0 +1,92 @@
+"""Exports for `transformers` with trust_remote_code=True, for the zoo models that no native class computes.
+
+A native Hugging Face class (GPT2LMHeadModel, BertFor*, ViTForImageClassification) computes only the reference
+architecture; a model with a lab switch (rope, QK-norm, average pooling without class token...) would load into
+it silently wrong. Such a model is written with its own modelling code instead: the template files of
+zoo/interop/remote (plain Python importing only torch and transformers, shipped as package data) are copied into
+the export directory, and config.json's `auto_map` names their classes, so that `AutoConfig` and
+`AutoModelFor...` load it with `trust_remote_code=True`. The templates keep zoo's module names, so zoo's state
+dict is model.safetensors as it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from zoo.models import GPT, ZooModel
+
+from .hf_files import write_checkpoint
+
+SHARED_FILES = ("zoo_layers.py",)  # the core every model file imports relatively
+REMOTE_FILES = ("zoo_layers.py", "zoo_gpt.py")  # every file an export may hold (zoo-export's --overwrite list)
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """What one zoo model class becomes: its template file, config class and the Auto classes it loads as."""
+
+    file: str
+    model_type: str
+    config_class: str
+    auto_classes: dict[str, str]  # transformers Auto class -> class name in `file`
+
+    @property
+    def architecture(self) -> str:
+        return next(iter(self.auto_classes.values()))
+
+
+SPECS = {
+    GPT: RemoteSpec("zoo_gpt.py", "zoo_gpt", "ZooGPTConfig", {"AutoModelForCausalLM": "ZooGPTForCausalLM"}),
+}
+
+# Config fields that change how zoo computes, never what: not written (the exported code has one path).
+_COMPUTE_ONLY = ("attn_impl", "activation_checkpointing")
+# Dropout is a training-time option; the exported modules run without it.
+_TRAINING_ONLY = ("dropout",)
+
+
+def remote_spec(model: ZooModel) -> RemoteSpec:
+    for cls, spec in SPECS.items():
+        if type(model) is cls:
+            return spec
+    supported = ", ".join(cls.__name__ for cls in SPECS)
+    raise ValueError(
+        f"no transformers remote-code export for a {type(model).__name__} yet (there is one for: {supported}); "
+        "use `--format zoo` (zoo's own format) for it"
+    )
+
+
+def template(name: str) -> str:
+    """The text of a template file of zoo/interop/remote."""
+    return (resources.files("zoo.interop") / "remote" / name).read_text(encoding="utf-8")
+
+
+def remote_config(model: ZooModel, spec: RemoteSpec) -> dict:
+    """config.json: zoo's config fields, plus what transformers reads to find and build the classes."""
+    module = spec.file.removesuffix(".py")
+    fields = {k: v for k, v in model.config_dict().items() if k not in _COMPUTE_ONLY + _TRAINING_ONLY}
+    auto_map = {"AutoConfig": f"{module}.{spec.config_class}"}
+    auto_map |= {auto: f"{module}.{name}" for auto, name in spec.auto_classes.items()}
+    return {
+        **fields,
+        "model_type": spec.model_type,
+        "architectures": [spec.architecture],
+        "auto_map": auto_map,
+        "zoo_model": type(model).__name__,
+    }
+
+
+def save_remote(model: ZooModel, directory: str | Path, *, extra_config: dict | None = None) -> RemoteSpec:
+    """Write config.json, model.safetensors and the modelling code of `model` into `directory`.
+
+    extra_config: keys added to config.json (special-token ids, id2label / label2id)."""
+    spec = remote_spec(model)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in (*SHARED_FILES, spec.file):
+        (directory / name).write_text(template(name), encoding="utf-8")
+    config = remote_config(model, spec) | (extra_config or {})
+    # Non-persistent buffers (rope frequencies, sinusoid tables) are recomputed by the exported code.
+    write_checkpoint(directory, config, model.state_dict())
+    return spec
