@@ -14,10 +14,12 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from zoo.data import CharTokenizer  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from zoo.data import CharTokenizer, WordPieceTokenizer  # noqa: E402
 from zoo.interop import export_hf  # noqa: E402
 from zoo.interop.exportable import check_native  # noqa: E402
-from zoo.models import GPT  # noqa: E402
+from zoo.models import BERT, GPT, ViT  # noqa: E402
 
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpeak, speak.\n"
 CONTEXT = 16
@@ -122,6 +124,98 @@ def test_gpt_export_tokenizer_limits_and_card_go_along(tmp_path):
     assert len(out) == CONTEXT  # stops at the trained context (generation_config.json's max_length)
 
 
+# ---- ViT ------------------------------------------------------------------------------------------------------
+VIT_SWITCHES = {
+    "recipe": dict(pool="avg", class_token=False, qk_norm=True),  # vit_mnist_fast's model (vit_mnist + QK-norm)
+    "bn_vit_causal": dict(
+        norm="batchnorm", ff_inner_norm="batchnorm", causal=True, pool="avg", activation="relu2", qk_proj="shared"
+    ),
+    "token_window_additive": dict(attn_window=6, attn_score="additive", residual_ff=False, attn_scale=0.5),
+}
+
+
+def vit(**switches) -> ViT:
+    torch.manual_seed(0)
+    model = ViT.from_preset("vit-nano/4", image_size=16, in_channels=1, num_classes=3, **switches)
+    jitter_norm_statistics(model)
+    return model.eval()
+
+
+@pytest.mark.parametrize("name", list(VIT_SWITCHES))
+@torch.no_grad()
+def test_vit_with_switches_loads_with_zoo_logits(name, tmp_path):
+    model = vit(**VIT_SWITCHES[name])
+    labels = ["zero", "one", "two"]
+    export_hf(model, tmp_path, labels=labels, image_mean=[0.5], image_std=[0.25])
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForImageClassification"] == "zoo_vit.ZooViTForImageClassification"
+    hf, info = transformers.AutoModelForImageClassification.from_pretrained(
+        tmp_path, trust_remote_code=True, output_loading_info=True
+    )
+    hf.eval()
+    assert not any(info.values()), info
+    assert hf.config.id2label == dict(enumerate(labels))
+    gray = torch.rand(2, 1, 16, 16)
+    # The grayscale model is exported as the equal 3-channel one (the image pipelines give RGB).
+    torch.testing.assert_close(hf(gray.expand(-1, 3, -1, -1)).logits, model(gray), atol=1e-5, rtol=0)
+    # The image processor goes along: a PIL image through the pipeline gives zoo's prediction.
+    image = Image.fromarray((gray[0, 0].numpy() * 255).astype("uint8"))
+    pixels = (torch.tensor(list(image.getdata()), dtype=torch.float32).view(1, 1, 16, 16) / 255 - 0.5) / 0.25
+    classify = transformers.pipeline("image-classification", model=str(tmp_path), trust_remote_code=True)
+    assert classify(image, top_k=1)[0]["label"] == labels[int(model(pixels).argmax())]
+
+
+# ---- BERT -----------------------------------------------------------------------------------------------------
+BERT_TEXTS = ["the film was a gripping ride", "a dull and tired story", "the cast was great", "it was not good"] * 4
+BERT_SWITCHES = {
+    "rope_qknorm": dict(positions="rope", qk_norm=True),
+    "causal_alibi_window": dict(causal=True, positions="alibi", attn_window=3, qk_proj="none"),
+    "sinusoid_bn": dict(positions="sinusoidal", norm="batchnorm_masked", ff_inner_norm="batchnorm", attn_scale="none"),
+}
+
+
+def bert(tokenizer, **options) -> BERT:
+    torch.manual_seed(0)
+    model = BERT.from_preset("bert-tiny", vocab_size=tokenizer.vocab_size, max_position_embeddings=32, **options)
+    jitter_norm_statistics(model)
+    return model.eval()
+
+
+@pytest.mark.parametrize("name", list(BERT_SWITCHES))
+@torch.no_grad()
+def test_bert_pretraining_with_switches_loads_with_zoo_logits(name, tmp_path):
+    tokenizer = WordPieceTokenizer.train(BERT_TEXTS, 120)
+    model = bert(tokenizer, **BERT_SWITCHES[name])
+    export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json(), context_length=24)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert {"AutoModelForPreTraining", "AutoModelForMaskedLM"} <= set(config["auto_map"])
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    assert hf_tokenizer.model_max_length == 24
+    batch = hf_tokenizer(
+        ["the film was great", "a dull story"], ["it was not", "the cast"], padding=True, return_tensors="pt"
+    )
+    for auto in (transformers.AutoModelForPreTraining, transformers.AutoModelForMaskedLM):
+        hf = auto.from_pretrained(tmp_path, trust_remote_code=True).eval()
+        ours = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"])
+        theirs = hf(**batch)
+        real = batch["attention_mask"].bool()
+        torch.testing.assert_close(theirs.logits[real], ours.mlm_logits[real], atol=1e-5, rtol=0)
+        torch.testing.assert_close(theirs.nsp_logits, ours.nsp_logits, atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def test_bert_classifier_with_switches_classifies_as_zoo(tmp_path):
+    tokenizer = WordPieceTokenizer.train(BERT_TEXTS, 120)
+    model = bert(tokenizer, head="classification", positions="rope", qk_norm=True)
+    export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json(), labels=["negative", "positive"])
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path, trust_remote_code=True).eval()
+    ids = transformers.AutoTokenizer.from_pretrained(tmp_path)("the cast was great", return_tensors="pt").input_ids
+    assert ids[0].tolist() == tokenizer.build_pair(tokenizer.encode("the cast was great"))[0]  # zoo's row
+    torch.testing.assert_close(hf(ids).logits, model(ids).logits, atol=1e-5, rtol=0)
+    classify = transformers.pipeline("text-classification", model=str(tmp_path), trust_remote_code=True)
+    assert classify("the cast was great")[0]["label"] == ["negative", "positive"][int(model(ids).logits.argmax())]
+
+
 def imported_modules(source: str) -> set[str]:
     """The top-level names of the absolute imports of a Python source."""
     names = set()
@@ -134,8 +228,10 @@ def imported_modules(source: str) -> set[str]:
 
 
 def test_the_exported_code_imports_no_zoo(tmp_path):
+    for model in (vit(qk_norm=True), bert(WordPieceTokenizer.train(BERT_TEXTS, 120), positions="rope")):
+        export_hf(model, tmp_path / model.model_type)
     export_hf(gpt(**GPT_SWITCHES["recipe"]), tmp_path, tokenizer_json=char_tokenizer().to_json())
-    for file in tmp_path.glob("*.py"):
+    for file in tmp_path.rglob("*.py"):
         assert imported_modules(file.read_text()) <= {"__future__", "math", "torch", "transformers"}, file.name
     # And it runs where zoo cannot be imported at all (sys.modules["zoo"] = None makes every zoo import fail).
     code = (

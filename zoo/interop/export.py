@@ -12,7 +12,7 @@ from pathlib import Path
 from zoo.models import BERT, GPT, ViT, ZooModel
 
 from .exportable import check_exportable, is_native
-from .hf import label_maps, save_hf, set_token_ids
+from .hf import label_maps, save_hf
 from .hf_image_processor import save_image_processor
 from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
 from .limits import position_limit, trained_context
@@ -108,11 +108,7 @@ def export_hf(
     if is_native(model):
         save_hf(model, directory, labels=labels, token_ids=token_ids)
     else:  # a lab switch: the model's own code goes along (trust_remote_code=True)
-        extra: dict = {}
-        set_token_ids(extra, token_ids)
-        if labels is not None:
-            extra["id2label"], extra["label2id"] = label_maps(labels, _num_classes(model))
-        save_remote(model, directory, extra_config=extra)
+        save_remote(model, directory, labels=labels, token_ids=token_ids)
     if isinstance(model, GPT):
         char = tokenizer_json is not None and json.loads(tokenizer_json).get("kind") == "char"
         _save_generation_config(directory, token_ids, context, stop=not char)

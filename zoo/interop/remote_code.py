@@ -14,17 +14,25 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from zoo.models import GPT, ZooModel
+from zoo.models import BERT, GPT, ViT, ZooModel
 
+from .hf_config import label_maps, set_token_ids
 from .hf_files import write_checkpoint
 
-SHARED_FILES = ("zoo_layers.py",)  # the core every model file imports relatively
-REMOTE_FILES = ("zoo_layers.py", "zoo_gpt.py")  # every file an export may hold (zoo-export's --overwrite list)
+SHARED_FILES = ("zoo_config.py", "zoo_layers.py")  # what every model file imports relatively
+REMOTE_FILES = (
+    "zoo_config.py",
+    "zoo_layers.py",
+    "zoo_gpt.py",
+    "zoo_bert.py",
+    "zoo_vit.py",
+)  # every file an export may hold (zoo-export's --overwrite list)
 
 
 @dataclass(frozen=True)
 class RemoteSpec:
-    """What one zoo model class becomes: its template file, config class and the Auto classes it loads as."""
+    """What a zoo model becomes: its template file, config class and the Auto classes it loads as (the first is
+    config.json's `architectures`)."""
 
     file: str
     model_type: str
@@ -36,8 +44,29 @@ class RemoteSpec:
         return next(iter(self.auto_classes.values()))
 
 
+def _bert_spec(model: BERT) -> RemoteSpec:
+    head = model.config.head
+    if head == "pretraining":  # the MLM logits are `logits`: also what AutoModelForMaskedLM / fill-mask read
+        auto = {"AutoModelForPreTraining": "ZooBertForPreTraining", "AutoModelForMaskedLM": "ZooBertForPreTraining"}
+    elif head == "classification":
+        auto = {"AutoModelForSequenceClassification": "ZooBertForSequenceClassification"}
+    else:
+        auto = {"AutoModel": "ZooBertModel"}
+    return RemoteSpec("zoo_bert.py", "zoo_bert", "ZooBertConfig", auto)
+
+
+def _vit_spec(model: ViT) -> RemoteSpec:
+    auto = "AutoModelForImageClassification" if model.config.num_classes else "AutoModel"
+    return RemoteSpec("zoo_vit.py", "zoo_vit", "ZooViTConfig", {auto: "ZooViTForImageClassification"})
+
+
+# zoo model class -> its spec (a function of the model where the head decides the Auto class).
 SPECS = {
-    GPT: RemoteSpec("zoo_gpt.py", "zoo_gpt", "ZooGPTConfig", {"AutoModelForCausalLM": "ZooGPTForCausalLM"}),
+    GPT: lambda model: RemoteSpec(
+        "zoo_gpt.py", "zoo_gpt", "ZooGPTConfig", {"AutoModelForCausalLM": "ZooGPTForCausalLM"}
+    ),
+    BERT: _bert_spec,
+    ViT: _vit_spec,
 }
 
 # Config fields that change how zoo computes, never what: not written (the exported code has one path).
@@ -49,7 +78,7 @@ _TRAINING_ONLY = ("dropout",)
 def remote_spec(model: ZooModel) -> RemoteSpec:
     for cls, spec in SPECS.items():
         if type(model) is cls:
-            return spec
+            return spec(model)
     supported = ", ".join(cls.__name__ for cls in SPECS)
     raise ValueError(
         f"no transformers remote-code export for a {type(model).__name__} yet (there is one for: {supported}); "
@@ -77,16 +106,36 @@ def remote_config(model: ZooModel, spec: RemoteSpec) -> dict:
     }
 
 
-def save_remote(model: ZooModel, directory: str | Path, *, extra_config: dict | None = None) -> RemoteSpec:
+def _num_classes(model: ZooModel) -> int | None:
+    if isinstance(model, BERT) and model.config.head == "classification":
+        return model.config.num_labels
+    if isinstance(model, ViT) and model.config.num_classes:
+        return model.config.num_classes
+    return None
+
+
+def save_remote(
+    model: ZooModel,
+    directory: str | Path,
+    *,
+    labels: list[str] | None = None,
+    token_ids: dict[str, int | None] | None = None,
+) -> RemoteSpec:
     """Write config.json, model.safetensors and the modelling code of `model` into `directory`.
 
-    extra_config: keys added to config.json (special-token ids, id2label / label2id)."""
+    labels: class names of a classifier, in class-id order (default LABEL_0, LABEL_1, ...);
+    token_ids: bos/eos/pad_token_id of the tokenizer that goes along (checked against the model's own)."""
     spec = remote_spec(model)
+    config = remote_config(model, spec)
+    classes = _num_classes(model)
+    if labels is not None or classes:
+        names = labels if labels is not None else [f"LABEL_{i}" for i in range(classes)]
+        config["id2label"], config["label2id"] = label_maps(names, classes)
+    set_token_ids(config, token_ids or {})
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name in (*SHARED_FILES, spec.file):
         (directory / name).write_text(template(name), encoding="utf-8")
-    config = remote_config(model, spec) | (extra_config or {})
-    # Non-persistent buffers (rope frequencies, sinusoid tables) are recomputed by the exported code.
+    # Non-persistent buffers (rope frequencies, sinusoid tables) are not in the state dict: the code recomputes them.
     write_checkpoint(directory, config, model.state_dict())
     return spec

@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-from .zoo_layers import BlockStack, PositionConcat, sinusoids
+from .zoo_config import ZooConfig
+from .zoo_layers import BlockStack, PositionConcat, embed_with_positions
 
 # zoo's GPTConfig fields and defaults (GPT-2 with every switch at its reference value).
 GPT_DEFAULTS = dict(
@@ -42,22 +43,10 @@ GPT_DEFAULTS = dict(
 )
 
 
-class ZooGPTConfig(PretrainedConfig):
+class ZooGPTConfig(ZooConfig):
     model_type = "zoo_gpt"
-
-    def __init__(self, **kwargs):
-        for name, default in GPT_DEFAULTS.items():
-            setattr(self, name, kwargs.pop(name, default))
-        kwargs["tie_word_embeddings"] = (
-            False  # the tied output is read from tok_emb in forward, not tied by transformers
-        )
-        super().__init__(**kwargs)
-
-    # The sizes under the names zoo_layers reads.
-    zoo_width = property(lambda self: self.n_embd)
-    zoo_heads = property(lambda self: self.n_head)
-    zoo_ff = property(lambda self: 4 * self.n_embd)
-    zoo_eps = property(lambda self: self.layer_norm_eps)
+    defaults = GPT_DEFAULTS
+    sizes = dict(zoo_width="n_embd", zoo_heads="n_head", zoo_ff=lambda c: 4 * c.n_embd, zoo_eps="layer_norm_eps")
 
 
 class ZooGPTForCausalLM(PreTrainedModel, GenerationMixin):
@@ -96,21 +85,12 @@ class ZooGPTForCausalLM(PreTrainedModel, GenerationMixin):
             position_ids = torch.arange(t, device=input_ids.device)[None]
         else:  # counted over real tokens, as zoo's GPT and transformers' GPT-2 do
             position_ids = (keep.long().cumsum(-1) - 1).clamp(min=0)
-        x = self.tok_emb(input_ids)
-        pos = None
-        if c.positions == "learned":
-            if t > c.block_size:
-                raise ValueError(
-                    f"{t} tokens are more than the model's {c.block_size} learned positions; shorten the input "
-                    "(generate slides its window by itself)"
-                )
-            pos = self.pos_emb(position_ids)
-        elif c.positions == "sinusoidal":
-            pos = sinusoids(position_ids, c.n_embd, c.sinusoid_base)
-            if self.pos_merge is None:
-                x = x * c.n_embd**0.5  # zoo scales tokens by sqrt(d) when it adds sinusoids
-        if pos is not None:
-            x = x + pos if self.pos_merge is None else self.pos_merge(x, pos)
+        if c.positions == "learned" and t > c.block_size:
+            raise ValueError(
+                f"{t} tokens are more than the model's {c.block_size} learned positions; shorten the input "
+                "(generate slides its window by itself)"
+            )
+        x = embed_with_positions(self.tok_emb(input_ids), position_ids, c, self.pos_emb, self.pos_merge, c.block_size)
         h = self.blocks(x, causal=True, keep=keep)
         logits = h @ self.tok_emb.weight.t() if self.lm_head is None else self.lm_head(h)
         loss = None

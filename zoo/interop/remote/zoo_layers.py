@@ -223,9 +223,14 @@ class Block(nn.Module):
         attention = dict(
             bias=c.bias, attn_scale=c.attn_scale, attn_score=c.attn_score, qk_proj=c.qk_proj, qk_norm=c.qk_norm
         )
-        positions = c.positions if c.positions in ("rope", "alibi") else None
+        positions = getattr(c, "positions", None)  # ViT has only its learned table
         self.self_attn = MultiHeadAttention(
-            d, heads, positions=positions, rope_base=c.sinusoid_base, attn_window=c.attn_window, **attention
+            d,
+            heads,
+            positions=positions if positions in ("rope", "alibi") else None,
+            rope_base=getattr(c, "sinusoid_base", 10000.0),
+            attn_window=c.attn_window,
+            **attention,
         )
         self.norm1 = make_norm(c.norm, d, c.zoo_eps, c.bias)
         self.cross_attn = MultiHeadAttention(d, heads, cross=True, **attention) if cross else None
@@ -265,6 +270,26 @@ class BlockStack(nn.Module):
         for layer in self.layers:
             x = layer(x, **kwargs)
         return x if self.final_norm is None else self.final_norm(x, kwargs.get("keep"))
+
+
+def embed_with_positions(tokens, position_ids, c, pos_emb, pos_merge, max_len):
+    """zoo's input positions (zoo.core.positions): a learned table (stops at `max_len`), sinusoids (any length; the
+    token vectors are then scaled by sqrt(d) when added, as zoo and the 2017 paper do) or none (rope / alibi act in
+    attention); added, or concatenated and projected (position_merge=concat)."""
+    if c.positions == "learned":
+        if position_ids.numel() and int(position_ids.max()) >= max_len:
+            raise ValueError(
+                f"position {int(position_ids.max())} is beyond the model's {max_len} learned positions; "
+                "shorten the input"
+            )
+        pos = pos_emb(position_ids)
+    elif c.positions == "sinusoidal":
+        pos = sinusoids(position_ids, tokens.shape[-1], c.sinusoid_base)
+        if pos_merge is None:
+            tokens = tokens * tokens.shape[-1] ** 0.5
+    else:
+        return tokens
+    return tokens + pos if pos_merge is None else pos_merge(tokens, pos)
 
 
 class PositionConcat(nn.Module):
