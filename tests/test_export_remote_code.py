@@ -16,10 +16,10 @@ transformers = pytest.importorskip("transformers")
 
 from PIL import Image  # noqa: E402
 
-from zoo.data import CharTokenizer, WordPieceTokenizer  # noqa: E402
+from zoo.data import CharTokenizer, TranslationTokenizer, WordPieceTokenizer  # noqa: E402
 from zoo.interop import export_hf  # noqa: E402
 from zoo.interop.exportable import check_native  # noqa: E402
-from zoo.models import BERT, GPT, ViT  # noqa: E402
+from zoo.models import BERT, GPT, Transformer, ViT  # noqa: E402
 
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpeak, speak.\n"
 CONTEXT = 16
@@ -216,6 +216,91 @@ def test_bert_classifier_with_switches_classifies_as_zoo(tmp_path):
     assert classify("the cast was great")[0]["label"] == ["negative", "positive"][int(model(ids).logits.argmax())]
 
 
+# ---- the encoder-decoder Transformer --------------------------------------------------------------------------
+SOURCES = ["zwei junge männer gehen.", "ein hund läuft im park.", "eine frau liest ein buch."] * 3
+TARGETS = ["two young men walk.", "a dog runs in the park.", "a woman reads a book."] * 3
+TRANSFORMER_SWITCHES = {
+    "reference": {},  # torch.nn.Transformer's layout: no native transformers class computes even this
+    "rope_qknorm_prelN": dict(positions="rope", qk_norm=True, norm_first=True, activation="relu2"),
+    "learned_concat_causal_window": dict(
+        positions="learned", position_merge="concat", encoder_causal=True, attn_window=3, qk_proj="shared"
+    ),
+}
+
+
+def translation_tokenizer(joint: bool = True) -> TranslationTokenizer:
+    return TranslationTokenizer.train(SOURCES, TARGETS, vocab_size=80, joint=joint, source_lang="de", target_lang="en")
+
+
+def transformer(tokenizer, **switches) -> Transformer:
+    torch.manual_seed(0)
+    model = Transformer.from_preset(
+        "transformer-tiny", src_vocab_size=tokenizer.src_vocab_size, max_len=12, **switches
+    ).eval()
+    with torch.no_grad():  # away from the fresh init, whose greedy output is one token over and over
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    return model
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMER_SWITCHES))
+@torch.no_grad()
+def test_transformer_loads_as_seq2seq_lm_with_zoo_logits_and_translations(name, tmp_path):
+    tokenizer = translation_tokenizer()
+    model = transformer(tokenizer, **TRANSFORMER_SWITCHES[name])
+    export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
+    hf, info = transformers.AutoModelForSeq2SeqLM.from_pretrained(
+        tmp_path, trust_remote_code=True, output_loading_info=True
+    )
+    hf.eval()
+    assert not any(info.values()), info
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    texts = ["zwei junge hunde.", "ein mann liest im park."]
+    assert [hf_tokenizer(t)["input_ids"] for t in texts] == [tokenizer.encode_source(t) for t in texts]
+    batch = hf_tokenizer(texts, padding=True, return_tensors="pt")  # right padding, as zoo's collator
+    src, src_mask = batch["input_ids"], batch["attention_mask"]
+    tgt = torch.tensor([[1, *tokenizer.encode_target("two young dogs")[:5]]] * 2)
+    torch.testing.assert_close(
+        hf(**batch, decoder_input_ids=tgt).logits, model(src, tgt, src_mask=src_mask), atol=1e-5, rtol=0
+    )
+    # Greedy translation: zoo's ids after BOS, to EOS and padded after it, the same text decoded.
+    ours = model.generate(src, src_mask, max_new_tokens=10)
+    theirs = hf.generate(**batch, max_new_tokens=10)
+    assert theirs[:, 0].tolist() == [1, 1]  # BOS first, as every transformers seq2seq output
+    assert torch.equal(theirs[:, 1 : 1 + ours.shape[1]], ours)
+    assert (theirs[:, 1 + ours.shape[1] :] == 0).all()
+    decoded = hf_tokenizer.batch_decode(theirs, skip_special_tokens=True)
+    assert decoded == [tokenizer.decode(row) for row in ours]
+    # Past the positions: zoo refuses, and so does the export, with a message naming max_len (no IndexError).
+    if model.config.positions in ("learned", "sinusoidal"):
+        assert json.loads((tmp_path / "generation_config.json").read_text())["max_length"] == 13
+        with pytest.raises(ValueError, match="max_len"):
+            model.generate(src, src_mask, max_new_tokens=20)
+        with pytest.raises(ValueError, match="max_len=12"):
+            hf.generate(**batch, max_new_tokens=20, eos_token_id=None, min_new_tokens=20)
+    else:  # rope: no length limit, as zoo's
+        long = hf.generate(**batch, max_new_tokens=20, min_new_tokens=20)
+        assert long.shape[1] == 21
+
+
+def test_two_sided_translation_tokenizer_is_left_out_with_a_reason(tmp_path):
+    tokenizer = translation_tokenizer(joint=False)
+    model = Transformer.from_preset(
+        "transformer-tiny",
+        src_vocab_size=tokenizer.src_vocab_size,
+        tgt_vocab_size=tokenizer.tgt_vocab_size,
+        share_embeddings=False,
+        max_len=12,
+    ).eval()
+    with pytest.warns(UserWarning, match="separate de and en vocabularies"):
+        files = export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
+    assert "tokenizer.json" not in files and "zoo_transformer.py" in files
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
+    src = torch.tensor([tokenizer.encode_source("zwei junge männer.")])
+    with torch.no_grad():
+        assert torch.equal(hf.generate(src, max_new_tokens=6)[:, 1:7], model.generate(src, max_new_tokens=6)[:, :6])
+
+
 def imported_modules(source: str) -> set[str]:
     """The top-level names of the absolute imports of a Python source."""
     names = set()
@@ -228,7 +313,8 @@ def imported_modules(source: str) -> set[str]:
 
 
 def test_the_exported_code_imports_no_zoo(tmp_path):
-    for model in (vit(qk_norm=True), bert(WordPieceTokenizer.train(BERT_TEXTS, 120), positions="rope")):
+    bert_model = bert(WordPieceTokenizer.train(BERT_TEXTS, 120), positions="rope")
+    for model in (vit(qk_norm=True), bert_model, transformer(translation_tokenizer())):
         export_hf(model, tmp_path / model.model_type)
     export_hf(gpt(**GPT_SWITCHES["recipe"]), tmp_path, tokenizer_json=char_tokenizer().to_json())
     for file in tmp_path.rglob("*.py"):

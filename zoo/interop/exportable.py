@@ -3,13 +3,14 @@
 - natively, to a Hugging Face class that computes them exactly: the reference architectures of GPT (GPT-2),
   BERT and ViT, without the lab's switches;
 - with their own modelling code (trust_remote_code=True, zoo/interop/remote_code.py): those models with any lab
-  switch, whose native class would load the weights without a complaint and compute something else;
+  switch, whose native class would load the weights without a complaint and compute something else, and the
+  encoder-decoder Transformer (torch.nn.Transformer's layout, which MarianMT/BART do not compute);
 - not at all: the rest, refused in one line that points to zoo's own format (`model.save_pretrained(dir)`).
 """
 
 from __future__ import annotations
 
-from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
+from zoo.models import BERT, GPT, ViT, ZooModel
 
 from .remote_code import SPECS
 
@@ -36,10 +37,15 @@ def check_native(model: ZooModel) -> None:
     if is_native(model):
         return
     if has_remote_code(model):
-        listed = ", ".join(f"{name}={value!r}" for name, value in model.nondefault_switches().items())
+        switches = ", ".join(f"{name}={value!r}" for name, value in model.nondefault_switches().items())
+        why = (
+            f"this {type(model).__name__} uses non-default architecture switches ({switches}) that no Hugging Face "
+            "class computes"
+            if switches
+            else f"the {type(model).__name__} has no Hugging Face class that computes its layout"
+        )
         raise ValueError(
-            f"this {type(model).__name__} uses non-default architecture switches ({listed}) that no Hugging Face "
-            "class computes; export it with its own modelling code instead: `zoo-export CKPT DIR` or "
+            f"{why}; export it with its own modelling code instead: `zoo-export CKPT DIR` or "
             "`zoo.interop.export_hf(model, DIR)` (loads with trust_remote_code=True)"
         )
     check_exportable(model)
@@ -49,17 +55,11 @@ def check_exportable(model: ZooModel) -> None:
     """Raise a one-line ValueError when `model` exports neither natively nor with remote code."""
     if is_native(model) or has_remote_code(model):
         return
-    if isinstance(model, Transformer):
-        raise ValueError(
-            "the encoder-decoder Transformer has no faithful Hugging Face class (it is torch.nn.Transformer's layout: "
-            "a LayerNorm after each post-LN stack and interleaved sinusoids, which MarianMT/BART do not compute) "
-            "and no remote-code export yet; " + ZOO_FORMAT_HINT
-        )
     if not isinstance(model, HF_CLASSES):
         # Checked first: the export would otherwise stop at a detail (a CNN's image normalization) that is not why.
         raise ValueError(
-            f"the {type(model).__name__} ({model.model_type}) has no Hugging Face class to export to (GPT, BERT and "
-            f"ViT do); " + ZOO_FORMAT_HINT
+            f"the {type(model).__name__} ({model.model_type}) has no Hugging Face class to export to (GPT, BERT, "
+            f"ViT and the Transformer do); " + ZOO_FORMAT_HINT
         )
     switches = model.nondefault_switches()
     listed = ", ".join(f"{name}={value!r}" for name, value in switches.items())

@@ -220,12 +220,19 @@ def _usage_section(model: ZooModel, fmt: str, run: TrainingRun, remote: bool) ->
     elif tag == "image-classification":
         call = [f'classify = pipeline("image-classification", model="{PLACEHOLDER}")', 'print(classify("image.png"))']
     else:
+        auto = "AutoModelForSeq2SeqLM" if tag == "translation" else "AutoModelForPreTraining"
+        trust = ", trust_remote_code=True" if remote else ""
         code = [
-            "from transformers import AutoModelForPreTraining, AutoTokenizer",
+            f"from transformers import {auto}, AutoTokenizer",
             "",
-            f'model = AutoModelForPreTraining.from_pretrained("{PLACEHOLDER}")',
+            f'model = {auto}.from_pretrained("{PLACEHOLDER}"{trust})',
             f'tokenizer = AutoTokenizer.from_pretrained("{PLACEHOLDER}")',
         ]
+        if tag == "translation":
+            code += [
+                'ids = tokenizer("A sentence.", return_tensors="pt")',
+                "print(tokenizer.batch_decode(model.generate(**ids), skip_special_tokens=True))",
+            ]
         return ["With `transformers`:", "", "```python", *code, "```"]
     if remote:  # the model's code is in the directory: transformers runs it only when told to
         call[0] = call[0].replace(")", ", trust_remote_code=True)", 1)

@@ -14,19 +14,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from zoo.models import BERT, GPT, ViT, ZooModel
+from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
 
 from .hf_config import label_maps, set_token_ids
 from .hf_files import write_checkpoint
 
 SHARED_FILES = ("zoo_config.py", "zoo_layers.py")  # what every model file imports relatively
-REMOTE_FILES = (
-    "zoo_config.py",
-    "zoo_layers.py",
-    "zoo_gpt.py",
-    "zoo_bert.py",
-    "zoo_vit.py",
-)  # every file an export may hold (zoo-export's --overwrite list)
+# Every file an export may hold (zoo-export's --overwrite list).
+REMOTE_FILES = (*SHARED_FILES, "zoo_gpt.py", "zoo_bert.py", "zoo_vit.py", "zoo_transformer.py")
 
 
 @dataclass(frozen=True)
@@ -66,13 +61,26 @@ SPECS = {
         "zoo_gpt.py", "zoo_gpt", "ZooGPTConfig", {"AutoModelForCausalLM": "ZooGPTForCausalLM"}
     ),
     BERT: _bert_spec,
+    Transformer: lambda model: RemoteSpec(
+        "zoo_transformer.py",
+        "zoo_transformer",
+        "ZooTransformerConfig",
+        {"AutoModelForSeq2SeqLM": "ZooTransformerForSeq2SeqLM"},
+    ),
     ViT: _vit_spec,
 }
 
 # Config fields that change how zoo computes, never what: not written (the exported code has one path).
 _COMPUTE_ONLY = ("attn_impl", "activation_checkpointing")
-# Dropout is a training-time option; the exported modules run without it.
-_TRAINING_ONLY = ("dropout",)
+# Dropout is a training-time option; the exported modules run without it (they are for inference).
+_TRAINING_ONLY = (
+    "dropout",
+    "attn_dropout",
+    "ff_dropout",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "classifier_dropout",
+)
 
 
 def remote_spec(model: ZooModel) -> RemoteSpec:
@@ -137,5 +145,14 @@ def save_remote(
     for name in (*SHARED_FILES, spec.file):
         (directory / name).write_text(template(name), encoding="utf-8")
     # Non-persistent buffers (rope frequencies, sinusoid tables) are not in the state dict: the code recomputes them.
-    write_checkpoint(directory, config, model.state_dict())
+    write_checkpoint(directory, config, _unique_tensors(model))
     return spec
+
+
+def _unique_tensors(model: ZooModel) -> dict:
+    """The state dict with each shared tensor once (safetensors refuses aliases): a Transformer with a joint
+    vocabulary registers one embedding as src_emb and tgt_emb; the exported code reads it as src_emb."""
+    state = model.state_dict()
+    if isinstance(model, Transformer) and model.config.share_embeddings:
+        state.pop("tgt_emb.weight")
+    return state

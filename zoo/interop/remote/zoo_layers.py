@@ -241,7 +241,11 @@ class Block(nn.Module):
         )
         self.norm2 = make_norm(c.norm, d, c.zoo_eps, c.bias)
 
-    def forward(self, x, *, causal=False, keep=None, context=None, context_keep=None):
+    def forward(self, x, *, causal=False, keep=None, context=None, context_keep=None, norm_keep=None):
+        """keep: (B, T) real tokens, the keys self-attention may see; norm_keep: the tokens masked batch norm
+        counts (default `keep`; the Transformer's decoder counts non-pad tokens but masks no key)."""
+        nk = keep if norm_keep is None else norm_keep
+
         def attend(h):
             return self.self_attn(h, causal=causal, keep=keep)
 
@@ -250,14 +254,14 @@ class Block(nn.Module):
 
         ra, rf = self.residual_attn, self.residual_ff
         if self.norm_first:
-            x = attend(self.norm1(x, keep)) + (x if ra else 0)
+            x = attend(self.norm1(x, nk)) + (x if ra else 0)
             if self.cross_attn is not None:
-                x = cross(self.norm_cross(x, keep)) + (x if ra else 0)
-            return self.ff(self.norm2(x, keep), keep) + (x if rf else 0)
-        x = self.norm1(attend(x) + (x if ra else 0), keep)
+                x = cross(self.norm_cross(x, nk)) + (x if ra else 0)
+            return self.ff(self.norm2(x, nk), nk) + (x if rf else 0)
+        x = self.norm1(attend(x) + (x if ra else 0), nk)
         if self.cross_attn is not None:
-            x = self.norm_cross(cross(x) + (x if ra else 0), keep)
-        return self.norm2(self.ff(x, keep) + (x if rf else 0), keep)
+            x = self.norm_cross(cross(x) + (x if ra else 0), nk)
+        return self.norm2(self.ff(x, nk) + (x if rf else 0), nk)
 
 
 class BlockStack(nn.Module):
@@ -269,7 +273,8 @@ class BlockStack(nn.Module):
     def forward(self, x, **kwargs):
         for layer in self.layers:
             x = layer(x, **kwargs)
-        return x if self.final_norm is None else self.final_norm(x, kwargs.get("keep"))
+        nk = kwargs.get("keep") if kwargs.get("norm_keep") is None else kwargs["norm_keep"]
+        return x if self.final_norm is None else self.final_norm(x, nk)
 
 
 def embed_with_positions(tokens, position_ids, c, pos_emb, pos_merge, max_len):
