@@ -301,6 +301,27 @@ def test_two_sided_translation_tokenizer_is_left_out_with_a_reason(tmp_path):
         assert torch.equal(hf.generate(src, max_new_tokens=6)[:, 1:7], model.generate(src, max_new_tokens=6)[:, :6])
 
 
+# ---- the templates keep up with the core ------------------------------------------------------------------------
+def test_every_config_field_is_computed_by_its_template():
+    """A switch added to the core (or a model's config) must be added to the exported code too: until then this
+    fails, and an export of such a model is refused rather than written silently wrong."""
+    from zoo.interop.remote_code import remote_spec, unknown_fields
+
+    models = (gpt(), vit(), bert(WordPieceTokenizer.train(BERT_TEXTS, 120)), transformer(translation_tokenizer()))
+    for model in models:
+        assert unknown_fields(type(model), remote_spec(model)) == [], type(model).__name__
+
+
+def test_an_option_the_template_lacks_is_refused(tmp_path, monkeypatch):
+    from zoo.interop import remote_code
+
+    real = remote_code.template_fields
+    monkeypatch.setattr(remote_code, "template_fields", lambda name: real(name) - {"qk_norm"})
+    with pytest.raises(ValueError, match="does not compute the GPT option.s. qk_norm.*--format zoo"):
+        export_hf(gpt(qk_norm=True), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def imported_modules(source: str) -> set[str]:
     """The top-level names of the absolute imports of a Python source."""
     names = set()

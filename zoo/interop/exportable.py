@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from zoo.models import BERT, GPT, ViT, ZooModel
 
-from .remote_code import SPECS
+from .remote_code import SPECS, check_template
 
 # The zoo models that have a Hugging Face class (GPT2LMHeadModel, BertFor*, ViTForImageClassification).
 HF_CLASSES = (GPT, BERT, ViT)
@@ -53,7 +53,10 @@ def check_native(model: ZooModel) -> None:
 
 def check_exportable(model: ZooModel) -> None:
     """Raise a one-line ValueError when `model` exports neither natively nor with remote code."""
-    if is_native(model) or has_remote_code(model):
+    if is_native(model):
+        return
+    if has_remote_code(model):
+        check_template(model)  # its template computes every option of its config
         return
     if not isinstance(model, HF_CLASSES):
         # Checked first: the export would otherwise stop at a detail (a CNN's image normalization) that is not why.

@@ -108,11 +108,11 @@ def _model_section(
     lines = [f"- zoo's `{type(model).__name__}`{name}: {model.num_parameters():,} parameters; {sizes}."]
     if fmt == "hf" and remote:
         switches = ", ".join(f"{k}={v!r}" for k, v in model.nondefault_switches().items())
+        what = f"zoo's architecture switches ({switches})" if switches else f"the {type(model).__name__}'s layout"
         lines.append(
             f"- Loads in `transformers` with `trust_remote_code=True` as `{architecture}`, whose code (the .py files "
-            f"beside config.json, torch and transformers only) computes zoo's architecture switches ({switches}), "
-            "which no native class does; zoo's own weights, unchanged: the same logits as zoo "
-            "(tests/test_export_remote_code.py checks it to 1e-5)."
+            f"beside config.json, torch and transformers only) computes {what}, which no native class does; "
+            "zoo's own weights, unchanged: the same logits as zoo (tests/test_export_remote_code.py checks it to 1e-5)."
         )
     elif fmt == "hf":
         lines.append(

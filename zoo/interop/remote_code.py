@@ -10,6 +10,8 @@ dict is model.safetensors as it is."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -94,6 +96,38 @@ def remote_spec(model: ZooModel) -> RemoteSpec:
     )
 
 
+# Config fields that the exported config hands to transformers' PretrainedConfig as they are (it knows them).
+_PASSED_THROUGH = ("pad_token_id", "bos_token_id", "eos_token_id", "num_labels", "initializer_range")
+
+
+def template_fields(name: str) -> set[str]:
+    """The zoo config fields a model template computes: the keywords of its `*_DEFAULTS = dict(...)`."""
+    for node in ast.parse(template(name)).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "").endswith("_DEFAULTS") for t in node.targets):
+            return {k.arg for k in node.value.keywords}
+    raise ValueError(f"the template {name} has no *_DEFAULTS dict")
+
+
+def unknown_fields(model_class: type, spec: RemoteSpec) -> list[str]:
+    """The fields of `model_class`'s config that the template of `spec` would not compute (a new switch, say)."""
+    known = template_fields(spec.file) | set(_COMPUTE_ONLY + _TRAINING_ONLY + _PASSED_THROUGH)
+    return sorted(f.name for f in dataclasses.fields(model_class.config_class) if f.name not in known)
+
+
+def check_template(model: ZooModel) -> RemoteSpec:
+    """The spec of `model`; a ValueError when its template does not compute every field of its config (a field
+    the template ignored would be exported silently wrong)."""
+    spec = remote_spec(model)
+    unknown = unknown_fields(type(model), spec)
+    if unknown:
+        raise ValueError(
+            f"the remote-code template zoo/interop/remote/{spec.file} does not compute the {type(model).__name__} "
+            f"option(s) {', '.join(unknown)}; add them to it (and to zoo_layers.py) before exporting, or use "
+            "--format zoo"
+        )
+    return spec
+
+
 def template(name: str) -> str:
     """The text of a template file of zoo/interop/remote."""
     return (resources.files("zoo.interop") / "remote" / name).read_text(encoding="utf-8")
@@ -133,7 +167,7 @@ def save_remote(
 
     labels: class names of a classifier, in class-id order (default LABEL_0, LABEL_1, ...);
     token_ids: bos/eos/pad_token_id of the tokenizer that goes along (checked against the model's own)."""
-    spec = remote_spec(model)
+    spec = check_template(model)
     config = remote_config(model, spec)
     classes = _num_classes(model)
     if labels is not None or classes:
