@@ -46,6 +46,7 @@ GPT_SWITCHES = {
         bias=False,
     ),
     "nonorm_window": dict(norm="none", attn_window=3, positions="none", activation="relu"),
+    "no_bias": dict(bias=False),  # no lab switch, but GPT2LMHeadModel always has biases
 }
 
 
@@ -131,6 +132,8 @@ VIT_SWITCHES = {
         norm="batchnorm", ff_inner_norm="batchnorm", causal=True, pool="avg", activation="relu2", qk_proj="shared"
     ),
     "token_window_additive": dict(attn_window=6, attn_score="additive", residual_ff=False, attn_scale=0.5),
+    # vit_mnist's model: no lab switch, but ViTForImageClassification has no average pooling
+    "vit_mnist": dict(pool="avg", class_token=False),
 }
 
 
@@ -299,6 +302,41 @@ def test_two_sided_translation_tokenizer_is_left_out_with_a_reason(tmp_path):
     src = torch.tensor([tokenizer.encode_source("zwei junge männer.")])
     with torch.no_grad():
         assert torch.equal(hf.generate(src, max_new_tokens=6)[:, 1:7], model.generate(src, max_new_tokens=6)[:, :6])
+
+
+# ---- the fast recipes' models, as their configs build them ------------------------------------------------------
+def recipe_net(experiment: str, **data_options):
+    """model.net of `experiment=<experiment>`, built with the sizes its data would give (random weights)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.utils import instantiate
+
+    from conftest import ROOT
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "zoo" / "conf"), version_base="1.3"):
+        net = compose(config_name="train", overrides=[f"experiment={experiment}"]).model.net
+    GlobalHydra.instance().clear()
+    torch.manual_seed(0)
+    return instantiate(net, **data_options).eval()
+
+
+@torch.no_grad()
+def test_the_fast_recipes_models_export(tmp_path):
+    model = recipe_net("gpt_shakespeare_char_fast", vocab_size=char_tokenizer().vocab_size)
+    assert model.nondefault_switches() == {"positions": "rope", "qk_norm": True}
+    assert model.config.activation == "relu2"
+    export_hf(model, tmp_path / "gpt", tokenizer_json=char_tokenizer().to_json())
+    hf = load_causal_lm(tmp_path / "gpt")
+    ids = torch.tensor([char_tokenizer().encode(TEXT[:40])])
+    torch.testing.assert_close(hf(ids).logits, model(ids), atol=1e-5, rtol=0)
+
+    model = recipe_net("vit_mnist_fast", image_size=28, in_channels=1, num_classes=10)
+    assert model.nondefault_switches() == {"qk_norm": True} and model.config.pool == "avg"
+    export_hf(model, tmp_path / "vit", image_mean=[0.1307], image_std=[0.3081])
+    hf = transformers.AutoModelForImageClassification.from_pretrained(tmp_path / "vit", trust_remote_code=True)
+    digits = torch.randn(2, 1, 28, 28)
+    torch.testing.assert_close(hf.eval()(digits.expand(-1, 3, -1, -1)).logits, model(digits), atol=1e-5, rtol=0)
 
 
 # ---- the templates keep up with the core ------------------------------------------------------------------------

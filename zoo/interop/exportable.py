@@ -23,9 +23,25 @@ ZOO_FORMAT_HINT = (
 )
 
 
+def outside_native(model: ZooModel) -> dict:
+    """The options of `model` that its native Hugging Face class cannot compute: the lab switches, and the model
+    options outside the native layout (ViTForImageClassification has a class token, token pooling and a head;
+    GPT2LMHeadModel has biases)."""
+    found = dict(model.nondefault_switches())
+    c = model.config
+    if isinstance(model, ViT):
+        if c.pool != "token" or not c.class_token:
+            found |= {"pool": c.pool, "class_token": c.class_token}
+        if not c.num_classes:
+            found["num_classes"] = c.num_classes
+    if isinstance(model, GPT) and not c.bias:
+        found["bias"] = c.bias
+    return found
+
+
 def is_native(model: ZooModel) -> bool:
     """Whether a native Hugging Face class computes `model` exactly."""
-    return isinstance(model, HF_CLASSES) and not model.nondefault_switches()
+    return isinstance(model, HF_CLASSES) and not outside_native(model)
 
 
 def has_remote_code(model: ZooModel) -> bool:
@@ -37,10 +53,9 @@ def check_native(model: ZooModel) -> None:
     if is_native(model):
         return
     if has_remote_code(model):
-        switches = ", ".join(f"{name}={value!r}" for name, value in model.nondefault_switches().items())
+        switches = ", ".join(f"{name}={value!r}" for name, value in outside_native(model).items())
         why = (
-            f"this {type(model).__name__} uses non-default architecture switches ({switches}) that no Hugging Face "
-            "class computes"
+            f"this {type(model).__name__} uses options ({switches}) that no Hugging Face class computes"
             if switches
             else f"the {type(model).__name__} has no Hugging Face class that computes its layout"
         )

@@ -16,6 +16,7 @@ from huggingface_hub import ModelCard, ModelCardData
 from zoo.data.sources import DATASETS
 from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
 
+from .exportable import outside_native
 from .limits import position_limit
 
 TASKS = {
@@ -107,8 +108,8 @@ def _model_section(
     name = f" ({run.preset})" if run.preset else ""
     lines = [f"- zoo's `{type(model).__name__}`{name}: {model.num_parameters():,} parameters; {sizes}."]
     if fmt == "hf" and remote:
-        switches = ", ".join(f"{k}={v!r}" for k, v in model.nondefault_switches().items())
-        what = f"zoo's architecture switches ({switches})" if switches else f"the {type(model).__name__}'s layout"
+        switches = ", ".join(f"{k}={v!r}" for k, v in outside_native(model).items())
+        what = f"zoo's options {switches}" if switches else f"the {type(model).__name__}'s layout"
         lines.append(
             f"- Loads in `transformers` with `trust_remote_code=True` as `{architecture}`, whose code (the .py files "
             f"beside config.json, torch and transformers only) computes {what}, which no native class does; "
