@@ -304,6 +304,24 @@ def test_two_sided_translation_tokenizer_is_left_out_with_a_reason(tmp_path):
         assert torch.equal(hf.generate(src, max_new_tokens=6)[:, 1:7], model.generate(src, max_new_tokens=6)[:, :6])
 
 
+@torch.no_grad()
+def test_models_without_a_head_load_as_auto_model(tmp_path):
+    features = ViT.from_preset("vit-nano/4", image_size=16, num_classes=0).eval()  # pooled features
+    export_hf(features, tmp_path / "vit")
+    assert "AutoModel" in json.loads((tmp_path / "vit" / "config.json").read_text())["auto_map"]
+    images = torch.randn(2, 3, 16, 16)
+    hf = transformers.AutoModel.from_pretrained(tmp_path / "vit", trust_remote_code=True).eval()
+    torch.testing.assert_close(hf(images).logits, features(images), atol=1e-5, rtol=0)
+
+    encoder = bert(WordPieceTokenizer.train(BERT_TEXTS, 120), head="none", qk_norm=True)
+    export_hf(encoder, tmp_path / "bert")
+    hf = transformers.AutoModel.from_pretrained(tmp_path / "bert", trust_remote_code=True).eval()
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    out, ours = hf(ids), encoder(ids)
+    torch.testing.assert_close(out.last_hidden_state, ours.hidden, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.pooler_output, ours.pooled, atol=1e-5, rtol=0)
+
+
 # ---- the fast recipes' models, as their configs build them ------------------------------------------------------
 def recipe_net(experiment: str, **data_options):
     """model.net of `experiment=<experiment>`, built with the sizes its data would give (random weights)."""
