@@ -18,6 +18,7 @@ from conftest import ROOT
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11; the check itself needs no particular Python
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+REMOTE_TEMPLATES = ROOT / "zoo" / "interop" / "remote"  # see test_every_package_import_is_a_declared_dependency
 # Oldest releases with an API the code calls (raise a floor here and in pyproject together).
 API_FLOORS = {
     "torch": ("2.9", "torch.optim.Muon; torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)"),
@@ -99,6 +100,9 @@ def undeclared(modules: dict[str, list[str]], declared: dict[str, Requirement]) 
 
 def test_every_package_import_is_a_declared_dependency():
     files = sorted((ROOT / "zoo").rglob("*.py")) + [ROOT / f for f in ("train.py", "eval.py", "generate.py")]
+    # zoo/interop/remote holds templates that an export copies out for transformers (trust_remote_code): zoo never
+    # imports them, so their transformers import is the reader's, not a dependency of zoo.
+    files = [f for f in files if REMOTE_TEMPLATES not in f.parents]
     imports = third_party_imports([f for f in files if f.is_file()], {"zoo"})
     assert {"torch", "lightning", "PIL", "omegaconf", "rich"} <= set(imports)  # the scan sees real imports
     declared = requirements()
@@ -142,3 +146,6 @@ def test_licence_is_an_spdx_string_with_a_new_enough_setuptools():
     assert setuptools.specifier.contains("77") and not setuptools.specifier.contains("76.9")
     package_data = PROJECT["tool"]["setuptools"]["package-data"]["zoo.data.builtin"]
     assert any(Path("tinyshakespeare.txt.gz").match(pattern) for pattern in package_data)
+    templates = PROJECT["tool"]["setuptools"]["package-data"]["zoo.interop"]
+    for template in REMOTE_TEMPLATES.glob("*.py"):  # the remote-code exports' modelling code ships in the wheel
+        assert any(template.relative_to(ROOT / "zoo" / "interop").match(pattern) for pattern in templates)

@@ -19,6 +19,7 @@ from zoo.entry.errors import one_line_errors
 from zoo.interop import export_hf
 from zoo.interop.export import EXPORT_FILES
 from zoo.interop.exportable import check_exportable
+from zoo.interop.hf_tokenizer import translation_sides_message, two_sided
 from zoo.interop.limits import trained_context
 from zoo.interop.model_card import TrainingRun, write_model_card
 
@@ -219,11 +220,15 @@ def run(args: argparse.Namespace) -> list[str]:
         )
     check_exportable(model)  # before touching the directory
     _check_target(directory, args.overwrite)
+    tokenizer_json = info.get("tokenizer")
+    if two_sided(tokenizer_json):  # the model goes without it; say why
+        _note(translation_sides_message(json.loads(tokenizer_json)))
+        tokenizer_json = None
     with _staged(directory) as staging:
         files = export_hf(
             model,
             staging,
-            tokenizer_json=info.get("tokenizer"),
+            tokenizer_json=tokenizer_json,
             labels=labels,
             image_mean=info.get("image_mean"),
             image_std=info.get("image_std"),
@@ -234,7 +239,7 @@ def run(args: argparse.Namespace) -> list[str]:
             f"{args.checkpoint} records no class names, so config.json names the classes LABEL_0, LABEL_1, ...; "
             "pass --labels to name them"
         )
-    if info.get("task") in ("causal_lm", "mlm_nsp", "sequence_classification") and not info.get("tokenizer"):
+    if info.get("task") in ("causal_lm", "mlm_nsp", "sequence_classification", "seq2seq") and not info.get("tokenizer"):
         _note(f"{args.checkpoint} stores no tokenizer, so none was exported")
     if info.get("model_type") == "vit" and info.get("image_mean") is None:
         _note(f"{args.checkpoint} records no image normalization, so no preprocessor_config.json was written")

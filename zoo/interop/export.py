@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 
-from zoo.models import BERT, GPT, ViT, ZooModel
+from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
 
-from .exportable import check_exportable
+from .exportable import check_exportable, is_native
 from .hf import label_maps, save_hf
 from .hf_image_processor import save_image_processor
-from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
+from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer, translation_sides_message, two_sided
 from .limits import position_limit, trained_context
 from .model_card import TrainingRun, write_model_card
+from .remote_code import REMOTE_FILES, save_remote
 
 # zoo's generate.py samples with these by default; the exported model does the same unless told otherwise
 # (pipeline(..., do_sample=False) for greedy decoding).
@@ -28,6 +30,7 @@ EXPORT_FILES = (
     "preprocessor_config.json",
     "README.md",
     *TOKENIZER_FILES,
+    *REMOTE_FILES,
 )
 
 
@@ -38,6 +41,23 @@ def _save_generation_config(directory: Path, token_ids: dict[str, int | None], c
     # breaks as zoo's generate.py does.
     ids = {k: v for k, v in token_ids.items() if v is not None and (stop or k != "eos_token_id")}
     config = {**ids, **SAMPLING_DEFAULTS, "max_length": context}
+    (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _save_seq2seq_generation_config(directory: Path, model: Transformer, context: int | None) -> None:
+    # zoo's Transformer.generate: greedy from BOS, stopping at EOS. With learned or sinusoidal positions the decoder
+    # has max_len of them: BOS + max_len tokens (the last is never fed back), so max_length = max_len + 1 stops there.
+    c = model.config
+    config = {
+        "decoder_start_token_id": c.bos_token_id,
+        "bos_token_id": c.bos_token_id,
+        "eos_token_id": c.eos_token_id,
+        "pad_token_id": c.pad_token_id,
+        "do_sample": False,
+        "num_beams": 1,
+    }
+    if c.positions in ("learned", "sinusoidal"):
+        config["max_length"] = c.max_len + 1
     (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
@@ -74,16 +94,19 @@ def export_hf(
 ) -> list[str]:
     """Write `model` and what it was trained with as a Hugging Face directory; returns the file names written.
 
-    tokenizer_json: the zoo tokenizer of a GPT or BERT (a checkpoint's "zoo" section stores it).
+    tokenizer_json: the zoo tokenizer of a GPT, BERT or Transformer (a checkpoint's "zoo" section stores it); a
+        translation tokenizer with separate source and target vocabularies is left out, with a warning.
     labels: class names of a BERT classifier or a ViT, in class-id order.
     image_mean / image_std: the normalization a ViT was trained with, for preprocessor_config.json.
     context_length: the longest input the model was trained on (default: from `run`'s data, else the model's
         positions); the tokenizer's model_max_length and GPT's generation max_length.
     run: how the model was trained, for the model card (README.md); zoo-export reads it from the run directory.
-    A grayscale (1-channel) ViT is written as the equivalent 3-channel model (`rgb_from_grayscale`)."""
+    A grayscale (1-channel) ViT is written as the equivalent 3-channel model (`rgb_from_grayscale`).
+    A model that no native Hugging Face class computes (a lab switch) is written with its own modelling code
+    (zoo.interop.remote_code), which transformers loads with trust_remote_code=True."""
     check_exportable(model)
     context = _context(model, context_length, run)
-    if tokenizer_json is not None and not isinstance(model, (GPT, BERT)):
+    if tokenizer_json is not None and not isinstance(model, (GPT, BERT, Transformer)):
         raise ValueError(f"a tokenizer was given for a {type(model).__name__}, which reads no text")
     if (image_mean is None) != (image_std is None):
         raise ValueError("give both image_mean and image_std (the normalization the ViT was trained with), or neither")
@@ -94,6 +117,9 @@ def export_hf(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     token_ids: dict[str, int | None] = {}
+    if two_sided(tokenizer_json):  # what cannot go along is said, the model still goes
+        warnings.warn(translation_sides_message(json.loads(tokenizer_json)), stacklevel=2)
+        tokenizer_json = None
     if tokenizer_json is not None:
         token_ids = save_tokenizer(tokenizer_json, directory, model_max_length=context)
     trained = model  # the card describes the model as trained (a grayscale ViT stays 1-channel there)
@@ -101,10 +127,15 @@ def export_hf(
         model = rgb_from_grayscale(model)
         image_mean = None if image_mean is None else list(image_mean) * 3
         image_std = None if image_std is None else list(image_std) * 3
-    save_hf(model, directory, labels=labels, token_ids=token_ids)
+    if is_native(model):
+        save_hf(model, directory, labels=labels, token_ids=token_ids)
+    else:  # a lab switch: the model's own code goes along (trust_remote_code=True)
+        save_remote(model, directory, labels=labels, token_ids=token_ids)
     if isinstance(model, GPT):
         char = tokenizer_json is not None and json.loads(tokenizer_json).get("kind") == "char"
         _save_generation_config(directory, token_ids, context, stop=not char)
+    if isinstance(model, Transformer):
+        _save_seq2seq_generation_config(directory, model, context)
     if image_mean is not None:
         c = model.config
         save_image_processor(directory, image_size=c.image_size, mean=image_mean, std=image_std, channels=c.in_channels)

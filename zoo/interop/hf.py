@@ -7,7 +7,8 @@ from pathlib import Path
 from zoo.models import BERT, GPT, ZooModel
 
 from . import bert, gpt2, vit
-from .exportable import check_exportable
+from .exportable import check_native
+from .hf_config import label_maps, set_token_ids
 from .hf_files import read_config, read_weights, write_checkpoint
 
 # Hugging Face model_type -> converter module with load(config, weights) and save(model).
@@ -17,7 +18,6 @@ _LOADERS["vit"] = vit
 _SAVERS = {GPT: gpt2}
 _SAVERS[BERT] = bert
 _SAVERS[vit.ViT] = vit
-TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
 
 def load_hf(path: str | Path) -> ZooModel:
@@ -31,32 +31,6 @@ def load_hf(path: str | Path) -> ZooModel:
         )
     model = _LOADERS[model_type].load(config, read_weights(path))
     return model.eval()
-
-
-def label_maps(labels: list[str], num_classes: int | None) -> tuple[dict[str, str], dict[str, int]]:
-    """id2label / label2id for a classifier of `num_classes` classes (None: the model has no classifier)."""
-    if num_classes is None:
-        raise ValueError("labels were given, but the model has no classifier to name")
-    labels = [str(label) for label in labels]
-    if len(labels) != num_classes:
-        raise ValueError(
-            f"{len(labels)} labels {labels} were given for a classifier of {num_classes} classes; "
-            "give one name per class, in class-id order"
-        )
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"the label names {labels} repeat a name; label2id needs distinct names")
-    return {str(i): label for i, label in enumerate(labels)}, {label: i for i, label in enumerate(labels)}
-
-
-def _set_token_ids(config: dict, token_ids: dict[str, int | None]) -> None:
-    for key, value in token_ids.items():
-        if key not in TOKEN_ID_KEYS:
-            raise ValueError(f"unknown special-token id '{key}'; use {', '.join(TOKEN_ID_KEYS)}")
-        if value is None:
-            continue
-        if config.get(key) is not None and config[key] != value:
-            raise ValueError(f"{key}={value} from the tokenizer differs from the model's {key}={config[key]}")
-        config[key] = int(value)
 
 
 def save_hf(
@@ -74,8 +48,9 @@ def save_hf(
     token_ids: bos/eos/pad_token_id of the model's tokenizer (`save_tokenizer` returns them); the model alone does
         not know GPT's, so without them they are null.
     Models without a faithful Hugging Face class (the encoder-decoder Transformer, any non-default architecture
-    switch) are refused; `model.save_pretrained(dir)` writes those in zoo's own format."""
-    check_exportable(model)
+    switch) are refused: `export_hf` writes those it can with their own modelling code (trust_remote_code=True),
+    `model.save_pretrained(dir)` any in zoo's own format."""
+    check_native(model)
     for cls, converter in _SAVERS.items():
         if isinstance(model, cls):
             config, weights = converter.save(model)
@@ -83,7 +58,7 @@ def save_hf(
                 classes = len(config["id2label"]) if "id2label" in config else None
                 config["id2label"], config["label2id"] = label_maps(labels, classes)
             if token_ids:
-                _set_token_ids(config, token_ids)
+                set_token_ids(config, token_ids)
             write_checkpoint(path, config, weights)
             return
     raise ValueError(f"save_hf does not support {type(model).__name__} yet")

@@ -144,7 +144,54 @@ def _char(spec: dict, directory: Path, model_max_length: int) -> dict[str, int |
     return {"bos_token_id": i, "eos_token_id": i, "pad_token_id": i}
 
 
-_WRITERS = {"bpe": _bpe, "wordpiece": _wordpiece, "char": _char}
+# zoo.data.translation_tokenizer's special tokens, at ids 0-3 in every vocabulary.
+TRANSLATION_SPECIAL = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def _translation(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
+    """A joint translation vocabulary: one tokenizer.json for both sides. Its post-processor appends EOS, as zoo's
+    encode_source does for the encoder (and, for `text_target=`, gives the labels y + EOS a seq2seq loss reads).
+    Separate source and target vocabularies cannot be one transformers tokenizer: refused (`translation_sides`)."""
+    if spec.get("target") is not None:
+        raise ValueError(translation_sides_message(spec))
+    tokenizer = Tokenizer.from_str(spec["source"])
+    ids = {name: tokenizer.token_to_id(token) for name, token in TRANSLATION_SPECIAL.items()}
+    if [ids["pad_token"], ids["bos_token"], ids["eos_token"], ids["unk_token"]] != [0, 1, 2, 3]:
+        raise ValueError(f"the translation vocabulary lacks {list(TRANSLATION_SPECIAL.values())} at ids 0-3")
+    eos = TRANSLATION_SPECIAL["eos_token"]
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, ids["eos_token"])]
+    )
+    tokenizer.save(str(directory / "tokenizer.json"))
+    _write_configs(
+        directory,
+        "PreTrainedTokenizerFast",
+        dict(TRANSLATION_SPECIAL),
+        model_max_length,
+        clean_up_tokenization_spaces=False,
+        source_lang=spec.get("source_lang"),
+        target_lang=spec.get("target_lang"),
+    )
+    return {"pad_token_id": ids["pad_token"], "bos_token_id": ids["bos_token"], "eos_token_id": ids["eos_token"]}
+
+
+def translation_sides_message(spec: dict) -> str:
+    return (
+        f"this translation tokenizer has separate {spec.get('source_lang')} and {spec.get('target_lang')} "
+        "vocabularies, which one transformers tokenizer cannot hold, so the export has no tokenizer: encode sources "
+        "and decode outputs with zoo's TranslationTokenizer (the checkpoint's), or train with a joint vocabulary"
+    )
+
+
+def two_sided(tokenizer_json: str | None) -> bool:
+    """Whether `tokenizer_json` is a translation tokenizer with separate source and target vocabularies."""
+    if tokenizer_json is None:
+        return False
+    spec = json.loads(tokenizer_json)
+    return spec.get("kind") == "translation_bpe" and spec.get("target") is not None
+
+
+_WRITERS = {"bpe": _bpe, "wordpiece": _wordpiece, "char": _char, "translation_bpe": _translation}
 
 
 def save_tokenizer(tokenizer_json: str, directory: str | Path, *, model_max_length: int) -> dict[str, int | None]:

@@ -16,6 +16,7 @@ from huggingface_hub import ModelCard, ModelCardData
 from zoo.data.sources import DATASETS
 from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
 
+from .exportable import outside_native
 from .limits import position_limit
 
 TASKS = {
@@ -98,7 +99,7 @@ def _describe_partial(spec: dict | None) -> str | None:
 
 
 def _model_section(
-    model: ZooModel, fmt: str, architecture: str | None, run: TrainingRun, labels: list[str] | None
+    model: ZooModel, fmt: str, architecture: str | None, run: TrainingRun, labels: list[str] | None, remote: bool
 ) -> list[str]:
     config = model.config_dict()
     sizes = ", ".join(f"{label} {config[key]}" for key, label in _SIZES.items() if config.get(key))
@@ -106,7 +107,15 @@ def _model_section(
     sizes += f", {positions} positions" if positions else ""
     name = f" ({run.preset})" if run.preset else ""
     lines = [f"- zoo's `{type(model).__name__}`{name}: {model.num_parameters():,} parameters; {sizes}."]
-    if fmt == "hf":
+    if fmt == "hf" and remote:
+        switches = ", ".join(f"{k}={v!r}" for k, v in outside_native(model).items())
+        what = f"zoo's options {switches}" if switches else f"the {type(model).__name__}'s layout"
+        lines.append(
+            f"- Loads in `transformers` with `trust_remote_code=True` as `{architecture}`, whose code (the .py files "
+            f"beside config.json, torch and transformers only) computes {what}, which no native class does; "
+            "zoo's own weights, unchanged: the same logits as zoo (tests/test_export_remote_code.py checks it to 1e-5)."
+        )
+    elif fmt == "hf":
         lines.append(
             f"- Loads in `transformers` as `{architecture}` with zoo's own weights, unchanged: the same logits as zoo "
             "(tests/test_export.py checks it to 1e-5)."
@@ -192,7 +201,7 @@ def _results_section(run: TrainingRun) -> list[str]:
     return lines
 
 
-def _usage_section(model: ZooModel, fmt: str, run: TrainingRun) -> list[str]:
+def _usage_section(model: ZooModel, fmt: str, run: TrainingRun, remote: bool) -> list[str]:
     if fmt == "zoo":
         code = ["from zoo.models import ZooModel", "", f'model = ZooModel.from_pretrained("{PLACEHOLDER}")']
         return ["With transformer-zoo installed:", "", "```python", *code, "```"]
@@ -212,17 +221,26 @@ def _usage_section(model: ZooModel, fmt: str, run: TrainingRun) -> list[str]:
     elif tag == "image-classification":
         call = [f'classify = pipeline("image-classification", model="{PLACEHOLDER}")', 'print(classify("image.png"))']
     else:
+        auto = "AutoModelForSeq2SeqLM" if tag == "translation" else "AutoModelForPreTraining"
+        trust = ", trust_remote_code=True" if remote else ""
         code = [
-            "from transformers import AutoModelForPreTraining, AutoTokenizer",
+            f"from transformers import {auto}, AutoTokenizer",
             "",
-            f'model = AutoModelForPreTraining.from_pretrained("{PLACEHOLDER}")',
+            f'model = {auto}.from_pretrained("{PLACEHOLDER}"{trust})',
             f'tokenizer = AutoTokenizer.from_pretrained("{PLACEHOLDER}")',
         ]
+        if tag == "translation":
+            code += [
+                'ids = tokenizer("A sentence.", return_tensors="pt")',
+                "print(tokenizer.batch_decode(model.generate(**ids), skip_special_tokens=True))",
+            ]
         return ["With `transformers`:", "", "```python", *code, "```"]
+    if remote:  # the model's code is in the directory: transformers runs it only when told to
+        call[0] = call[0].replace(")", ", trust_remote_code=True)", 1)
     return ["With `transformers`:", "", "```python", "from transformers import pipeline", "", *call, "```"]
 
 
-def _limits_section(model: ZooModel, fmt: str, context: int | None, run: TrainingRun) -> list[str]:
+def _limits_section(model: ZooModel, fmt: str, context: int | None, run: TrainingRun, remote: bool) -> list[str]:
     lines = [
         "- For research and teaching: a model of transformer-zoo's recipes, trained on the data above. It has not "
         "been evaluated for bias, safety or factual accuracy and is not meant for use in products."
@@ -236,10 +254,15 @@ def _limits_section(model: ZooModel, fmt: str, context: int | None, run: Trainin
                 f"included; a prompt of {context} tokens or more is refused with a ValueError, and a `max_new_tokens` "
                 f"that takes prompt plus new tokens past {context} fails in the position embedding. "
                 '`pipeline(..., handle_long_generation="hole")` keeps the end of a long prompt. '
-                if fmt == "hf"
+                if fmt == "hf" and not remote
                 else ""
             )
-            + "zoo's own `generate` slides a window of the context over longer texts instead."
+            + (
+                f"generation_config.json sets `max_length={context}`; a larger `max_new_tokens` slides a window of "
+                "the model's positions over the text, as zoo's own `generate` does."
+                if fmt == "hf" and remote
+                else "zoo's own `generate` slides a window of the context over longer texts instead."
+            )
         )
     elif isinstance(model, BERT) and context:
         untrained = f"; rows {context} to {positions - 1} were not trained by this run" if context < positions else ""
@@ -277,9 +300,11 @@ def model_card(
     run: TrainingRun | None = None,
     architecture: str | None = None,
     labels: list[str] | None = None,
+    remote: bool = False,
 ) -> ModelCard:
     """The card of `model` exported in `fmt` ("hf": for transformers, `architecture` its class; "zoo": zoo's own
-    format). `context`: the trained context length (zoo.interop.limits.trained_context); `labels`: class names."""
+    format). `context`: the trained context length (zoo.interop.limits.trained_context); `labels`: class names;
+    `remote`: the export carries its own modelling code (trust_remote_code=True)."""
     if fmt not in ("hf", "zoo"):
         raise ValueError(f"model card format must be 'hf' or 'zoo', got {fmt!r}")
     run = run or TrainingRun()
@@ -290,12 +315,12 @@ def model_card(
     what = TASKS.get(run.task or "", "")
     title = f"{run.preset or type(model).__name__}" + (f" for {what.split(' (')[0]}" if what else "")
     sections = {
-        "Model": _model_section(model, fmt, architecture, run, labels),
+        "Model": _model_section(model, fmt, architecture, run, labels, remote),
         "Training data": _data_section(run),
         "Training recipe": _recipe_section(run),
         "Results": _results_section(run),
-        "How to use": _usage_section(model, fmt, run),
-        "Intended use and limits": _limits_section(model, fmt, context, run),
+        "How to use": _usage_section(model, fmt, run, remote),
+        "Intended use and limits": _limits_section(model, fmt, context, run, remote),
     }
     body = [f"# {title}, trained with transformer-zoo", ""]
     for heading, lines in sections.items():
@@ -308,7 +333,9 @@ def write_model_card(directory: str | Path, model: ZooModel, **kwargs) -> Path:
     for an export for transformers its class is read from the config.json already written."""
     directory = Path(directory)
     if kwargs.get("fmt") == "hf" and kwargs.get("architecture") is None and (directory / "config.json").is_file():
-        kwargs["architecture"] = (json.loads((directory / "config.json").read_text()).get("architectures") or [None])[0]
+        config = json.loads((directory / "config.json").read_text())
+        kwargs["architecture"] = (config.get("architectures") or [None])[0]
+        kwargs.setdefault("remote", "auto_map" in config)
     path = directory / "README.md"
     model_card(model, **kwargs).save(path)
     return path
