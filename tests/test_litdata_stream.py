@@ -33,15 +33,16 @@ BLOCK, BATCH = 32, 8
 @pytest.fixture(scope="module")
 def bucket(tmp_path_factory):
     """A small corpus as zoo-prepare shards of ~800 tokens, and those as LitData chunks of 10 windows written by two
-    workers into a folder standing for the bucket: 8 training batches of 8 windows of 32 tokens per epoch."""
+    workers into a folder standing for the bucket: 69 training windows of 32 tokens (8 batches of 8 per epoch, also
+    on two ranks) and 15 validation windows (a batch for each of two ranks)."""
     from zoo.data.litdata_stream import main
 
     root = tmp_path_factory.mktemp("litdata")
     text = root / "corpus.txt"
-    text.write_text("".join(f"paragraph {i}: my own text, in shards.\n\n" for i in range(60)))
-    options = PrepareOptions(
-        tokenizer="char", documents="paragraphs", shard_tokens=800, inputs={"train": [str(text)], "val": None}
-    )
+    text.write_text("".join(f"paragraph {i}: my own text, in shards.\n\n" for i in range(70)))
+    inputs = {"train": [str(text)], "val": None}
+    kinds = {"tokenizer": "char", "documents": "paragraphs"}
+    options = PrepareOptions(**kinds, shard_tokens=800, val_fraction=0.2, inputs=inputs)
     prepare_shards(options, root / "shards", log=lambda _: None)
     args = ["--shards", str(root / "shards"), "--output", str(root / "bucket"), "--block-size", str(BLOCK)]
     main(["optimize", *args, "--chunk-windows", "10", "--num-workers", "2"])
@@ -129,3 +130,26 @@ def test_a_litdata_run_trains_and_resumes_exactly(bucket, tmp_path):
 def step_epochs(run_dir) -> dict[int, str]:
     with open(run_dir / "csv" / "metrics.csv") as f:
         return {int(r["step"]): r["epoch"] for r in csv.DictReader(f) if r.get("train/loss")}
+
+
+@needs_litdata
+@pytest.mark.slow
+def test_a_two_process_litdata_run_resumes_exactly(bucket, tmp_path):
+    """DDP over gloo: LitData gives each rank its share of the windows, the checkpoint holds the loader's state
+    (rank 0's, as every rank's position is the same count of batches) and both ranks resume from it: a run resumed
+    at step 4 ends with the uninterrupted run's losses and weights."""
+    _, output = bucket
+    run = [*QUIET, *EVERY_4, "trainer=ddp_sim", "data=litdata", f"data.input_dir={output}", f"data.block_size={BLOCK}"]
+    run += [f"data.batch_size={BATCH}", "model.net.name=gpt-nano", "model.net.dropout=0.1", "model.num_samples=0"]
+    run += ["trainer.max_steps=8", "trainer.num_sanity_val_steps=0"]
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    assert_ok(run_script("train.py", *run, f"hydra.run.dir={full}"))
+    (written,) = full.rglob("*step=4.ckpt")
+    checkpoint = shutil.copy(written, tmp_path / "step_4.ckpt")
+    assert_ok(run_script("train.py", *run, f"hydra.run.dir={resumed}", f"ckpt_path={checkpoint}"))
+    uninterrupted, continued = step_losses(full), step_losses(resumed)
+    assert sorted(continued) == list(range(4, 8))
+    assert {s: uninterrupted[s] for s in continued} == continued
+    final = torch.load(full / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    weights = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert all(torch.equal(weights[k], final[k]) for k in final)

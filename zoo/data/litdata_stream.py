@@ -198,7 +198,9 @@ class LitDataDataModule(TokenWindowsDataModule):
             cache_dir=cache,
             item_loader=litdata.TokensLoader(block_size=self.block_size + 1),
             shuffle=train,
-            drop_last=train,
+            # Training keeps whole batches only. Evaluation keeps every window in one process; under DDP (None:
+            # LitData's default there) every rank gets as many whole batches: a rank given no chunk would have none.
+            drop_last=True if train else None,
             seed=self.seed,
         )
 
