@@ -80,6 +80,25 @@ def test_the_chunks_hold_the_windows_of_the_shards(bucket):
 
 
 @needs_litdata
+def test_a_language_model_data_modules_windows_are_written_too(tmp_path):
+    """optimize_windows takes any TokenWindowsDataModule: here the cached memmaps of text files (data=text_files)."""
+    import litdata
+
+    from zoo.data import LanguageModelDataModule
+    from zoo.data.litdata_stream import optimize_windows
+
+    text = tmp_path / "mine.txt"
+    text.write_text("hello world, this is my own text.\n" * 40)
+    data = LanguageModelDataModule(dataset=None, text_files=[str(text)], block_size=16, cache_dir=str(tmp_path / "c"))
+    meta = optimize_windows(data, str(tmp_path / "bucket"), block_size=16, chunk_windows=8)
+    tokens = data.tokens("val")
+    stored = litdata.StreamingDataset(str(tmp_path / "bucket" / "val"), item_loader=litdata.TokensLoader(block_size=17))
+    assert len(stored) == meta["val"]["windows"] == (len(tokens) - 1) // 16
+    for i in range(len(stored)):
+        np.testing.assert_array_equal(np.asarray(stored[i]), tokens[i * 16 : i * 16 + 17])
+
+
+@needs_litdata
 def test_the_data_module_serves_shifted_windows_and_refuses_another_block_size(bucket, tmp_path):
     from zoo.data.litdata_stream import LitDataDataModule
 
@@ -99,14 +118,15 @@ def test_the_data_module_serves_shifted_windows_and_refuses_another_block_size(b
 @needs_litdata
 @pytest.mark.slow
 def test_a_litdata_run_trains_and_resumes_exactly(bucket, tmp_path):
-    """12 steps checkpointed every 4; resumed from step 4 (mid-epoch; the run then crosses into epoch 1) and from
-    step 8 (the end of epoch 0): the same losses, epochs and final weights as the uninterrupted run."""
+    """12 steps checkpointed every 4, with two loader workers (LitData's state then also says which worker is next);
+    resumed from step 4 (mid-epoch; the run then crosses into epoch 1) and from step 8 (the end of epoch 0): the same
+    losses, epochs and final weights as the uninterrupted run."""
     _, output = bucket
     windows = json.loads((output / "zoo.json").read_text())["train"]["windows"]
     assert windows // BATCH == 8, "the corpus should give 8 batches per epoch, so that step 8 ends epoch 0"
     run = [*QUIET, *EVERY_4, "data=litdata", f"data.input_dir={output}", f"data.block_size={BLOCK}"]
     run += [f"data.batch_size={BATCH}", "model.net.name=gpt-nano", "model.net.dropout=0.1", "model.num_samples=0"]
-    run += ["trainer.max_steps=12"]
+    run += ["trainer.max_steps=12", "data.num_workers=2"]
     full = tmp_path / "full"
     assert_ok(run_script("train.py", *run, f"hydra.run.dir={full}"))
     uninterrupted = step_losses(full)
