@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .atomic import atomic_write
 from .lm import TokenWindowsDataModule
 from .resumable import loader_generator
 from .token_shards import TokenStream, read_manifest
@@ -123,7 +124,7 @@ def optimize_windows(
 def _write_meta(output: str, meta: dict) -> None:
     text = json.dumps(meta, indent=1)
     if not is_remote(output):
-        Path(output, META).write_text(text, encoding="utf-8")
+        atomic_write(Path(output, META), text)  # last, and whole: its presence says the chunks are complete
         return
     from litdata.streaming.fs_provider import _get_fs_provider
 
