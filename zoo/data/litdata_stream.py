@@ -91,6 +91,8 @@ def optimize_windows(
     litdata = import_litdata()
     if block_size <= 0 or chunk_windows <= 0:
         raise ValueError(f"block_size ({block_size}) and chunk_windows ({chunk_windows}) must be positive")
+    if not is_remote(output):  # a folder written again is incomplete until its new zoo.json is in place
+        Path(output, META).unlink(missing_ok=True)
     data.build_splits()
     meta = {"format": "zoo-litdata-windows/1", "block_size": block_size, "tokenizer": data.tokenizer.to_json()}
     for split in SPLITS:
