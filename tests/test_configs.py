@@ -76,7 +76,7 @@ def test_model_default_data_can_be_overridden(tmp_path):
 
 @pytest.mark.parametrize("data", options("data"))
 def test_data_configs(data, tmp_path):
-    """Each data config builds its DataModule on the real data and yields a non-empty training batch."""
+    """Each data config builds its DataModule on the real data (or data made here) and yields a training batch."""
     overrides = [f"data={data}"]
     if data == "text_files":
         text = tmp_path / "t.txt"
@@ -90,6 +90,17 @@ def test_data_configs(data, tmp_path):
         options = PrepareOptions(tokenizer="char", documents="paragraphs", inputs={"train": [str(text)], "val": None})
         prepare_shards(options, tmp_path / "shards", log=lambda _: None)
         overrides.append(f"data.shards={tmp_path / 'shards'}")
+    if data == "litdata":  # shards made as above, written as LitData chunks into a folder standing for the bucket
+        pytest.importorskip("litdata", reason="LitData is not installed (pip install 'transformer-zoo[litdata]')")
+        from zoo.data.litdata_stream import main
+        from zoo.data.prepare import PrepareOptions, prepare_shards
+
+        text = tmp_path / "t.txt"
+        text.write_text("".join(f"paragraph {i}: my own text, in chunks.\n\n" for i in range(400)))
+        options = PrepareOptions(tokenizer="char", documents="paragraphs", inputs={"train": [str(text)], "val": None})
+        prepare_shards(options, tmp_path / "shards", log=lambda _: None)
+        main(["optimize", f"--shards={tmp_path / 'shards'}", f"--output={tmp_path / 'bucket'}", "--block-size=64"])
+        overrides.append(f"data.input_dir={tmp_path / 'bucket'}")
     if data == "image_folder":
         from test_data_images import make_tree
 

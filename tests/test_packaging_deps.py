@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -26,6 +27,9 @@ API_FLOORS = {
     "lightning": ("2.1", "ThroughputMonitor, lightning.fabric.utilities.throughput.get_available_flops"),
     "hydra-core": ("1.3", "hydra.experimental.callback.Callback, version_base=1.3"),
 }
+# Imported by the package only where an optional feature is used, and declared in that feature's extra instead of
+# the dependencies: module -> extra. zoo must still import without them (tests/test_litdata_stream.py).
+EXTRA_IMPORTS = {"litdata": "litdata"}
 # Declared but reached through configs rather than imports.
 USED_BY_CONFIG = {"tensorboard": "logger=tensorboard (lightning's TensorBoardLogger)"}
 
@@ -106,7 +110,17 @@ def test_every_package_import_is_a_declared_dependency():
     imports = third_party_imports([f for f in files if f.is_file()], {"zoo"})
     assert {"torch", "lightning", "PIL", "omegaconf", "rich"} <= set(imports)  # the scan sees real imports
     declared = requirements()
+    optional = {m: imports.pop(m) for m in EXTRA_IMPORTS if m in imports}
+    assert set(optional) == set(EXTRA_IMPORTS), "an optional import is gone: drop it from EXTRA_IMPORTS"
     problems = undeclared(imports, declared) + undeclared(config_targets(), declared)
+    for module, where in optional.items():
+        extra = EXTRA_IMPORTS[module]
+        if importlib.util.find_spec(module) is not None:
+            problems += undeclared({module: where}, requirements(extra))
+        elif canonical(module) not in requirements(extra):  # not installed here: its distribution is its name
+            problems.append(f"{module} (imported at {where[0]}) is not in the [{extra}] extra")
+        if canonical(module) in declared:
+            problems.append(f"{module} is a dependency of every install; it belongs in the [{extra}] extra only")
     assert not problems, "\n".join(problems)
     # And nothing declared is unused: each declared distribution provides an imported module, or a config uses it.
     provided_by = importlib.metadata.packages_distributions()

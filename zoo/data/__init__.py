@@ -4,6 +4,7 @@ from .base import ZooDataModule
 from .bert_pretraining import BertPretrainingDataModule
 from .glue import GlueDataModule
 from .images import ImageClassificationDataModule
+from .litdata_stream import LitDataDataModule  # imports LitData only when used (the `litdata` extra)
 from .lm import LanguageModelDataModule
 from .sources import DATASETS, DatasetFile, resolve_dataset
 from .token_shards import TokenShardsDataModule
@@ -22,6 +23,7 @@ __all__ = [
     "DatasetFile",
     "ImageClassificationDataModule",
     "LanguageModelDataModule",
+    "LitDataDataModule",
     "resolve_dataset",
     "tokenizer_from_json",
     "TokenShardsDataModule",
