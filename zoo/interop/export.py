@@ -18,7 +18,7 @@ from .hf_image_processor import save_image_processor
 from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer, translation_sides_message, two_sided
 from .limits import position_limit, trained_context
 from .model_card import TrainingRun, write_model_card
-from .remote_code import REMOTE_FILES, save_remote
+from .remote_code import REMOTE_FILES, num_classes, save_remote
 
 # zoo's generate.py samples with these by default; the exported model does the same unless told otherwise
 # (pipeline(..., do_sample=False) for greedy decoding).
@@ -73,14 +73,6 @@ def rgb_from_grayscale(model: ViT) -> ViT:
     return rgb
 
 
-def _num_classes(model: ZooModel) -> int | None:
-    if isinstance(model, BERT) and model.config.head == "classification":
-        return model.config.num_labels
-    if isinstance(model, ViT) and model.config.num_classes:
-        return model.config.num_classes
-    return None
-
-
 def export_hf(
     model: ZooModel,
     directory: str | Path,
@@ -113,7 +105,7 @@ def export_hf(
     if image_mean is not None and not isinstance(model, ViT):
         raise ValueError(f"image_mean/image_std were given for a {type(model).__name__}, which reads no images")
     if labels is not None:
-        label_maps(labels, _num_classes(model))  # checked before anything is written
+        label_maps(labels, num_classes(model))  # checked before anything is written
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     token_ids: dict[str, int | None] = {}

@@ -100,12 +100,31 @@ def remote_spec(model: ZooModel) -> RemoteSpec:
 _PASSED_THROUGH = ("pad_token_id", "bos_token_id", "eos_token_id", "num_labels", "initializer_range")
 
 
+def _defaults_dicts(name: str) -> dict[str, ast.Call]:
+    """The `*_DEFAULTS = dict(...)` assignments of a template file, by name."""
+    return {
+        target.id: node.value
+        for node in ast.parse(template(name)).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if getattr(target, "id", "").endswith("_DEFAULTS")
+    }
+
+
 def template_fields(name: str) -> set[str]:
-    """The zoo config fields a model template computes: the keywords of its `*_DEFAULTS = dict(...)`."""
-    for node in ast.parse(template(name)).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "").endswith("_DEFAULTS") for t in node.targets):
-            return {k.arg for k in node.value.keywords}
-    raise ValueError(f"the template {name} has no *_DEFAULTS dict")
+    """The zoo config fields a model template computes: the keywords of its `*_DEFAULTS = dict(...)`, with the
+    shared block switches it unpacks (`**BLOCK_SWITCH_DEFAULTS` of zoo_config.py) read from there."""
+    model_dicts = _defaults_dicts(name)
+    if not model_dicts:
+        raise ValueError(f"the template {name} has no *_DEFAULTS dict")
+    shared = _defaults_dicts("zoo_config.py")
+    fields = set()
+    for keyword in next(iter(model_dicts.values())).keywords:
+        if keyword.arg is not None:
+            fields.add(keyword.arg)
+        else:  # **NAME: a dict of zoo_config.py
+            fields |= {k.arg for k in shared[keyword.value.id].keywords}
+    return fields
 
 
 def unknown_fields(model_class: type, spec: RemoteSpec) -> list[str]:
@@ -148,7 +167,8 @@ def remote_config(model: ZooModel, spec: RemoteSpec) -> dict:
     }
 
 
-def _num_classes(model: ZooModel) -> int | None:
+def num_classes(model: ZooModel) -> int | None:
+    """The classes a classifier head predicts (for its label maps); None for a model without one."""
     if isinstance(model, BERT) and model.config.head == "classification":
         return model.config.num_labels
     if isinstance(model, ViT) and model.config.num_classes:
@@ -169,7 +189,7 @@ def save_remote(
     token_ids: bos/eos/pad_token_id of the tokenizer that goes along (checked against the model's own)."""
     spec = check_template(model)
     config = remote_config(model, spec)
-    classes = _num_classes(model)
+    classes = num_classes(model)
     if labels is not None or classes:
         names = labels if labels is not None else [f"LABEL_{i}" for i in range(classes)]
         config["id2label"], config["label2id"] = label_maps(names, classes)

@@ -14,7 +14,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPooling, MaskedLMOutput, SequenceClassifierOutput
 
-from .zoo_config import ZooConfig
+from .zoo_config import BLOCK_SWITCH_DEFAULTS, ZooConfig
 from .zoo_layers import ACTIVATIONS, BlockStack, PositionConcat, embed_with_positions, make_norm
 
 BERT_DEFAULTS = dict(
@@ -31,16 +31,8 @@ BERT_DEFAULTS = dict(
     positions="learned",
     position_merge="add",
     sinusoid_base=10000.0,
-    attn_scale="sqrt_dk",
-    attn_score="dot",
-    qk_proj="separate",
-    attn_window=None,
-    qk_norm=False,
-    norm="layernorm",
-    ff_inner_norm=None,
-    residual_attn=True,
-    residual_ff=True,
     causal=False,
+    **BLOCK_SWITCH_DEFAULTS,
 )
 
 

@@ -8,6 +8,20 @@ from __future__ import annotations
 
 from transformers import PretrainedConfig
 
+# The block's switches (zoo/core) with zoo's defaults, the same in every model: each model's `*_DEFAULTS` takes them
+# from here, so a new switch is added once.
+BLOCK_SWITCH_DEFAULTS = dict(
+    attn_scale="sqrt_dk",
+    attn_score="dot",
+    qk_proj="separate",
+    attn_window=None,
+    qk_norm=False,
+    norm="layernorm",
+    ff_inner_norm=None,
+    residual_attn=True,
+    residual_ff=True,
+)
+
 
 class ZooConfig(PretrainedConfig):
     # Unannotated: transformers makes every config class a dataclass, and annotated class attributes would become

@@ -14,7 +14,7 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-from .zoo_config import ZooConfig
+from .zoo_config import BLOCK_SWITCH_DEFAULTS, ZooConfig
 from .zoo_layers import BlockStack, PositionConcat, embed_with_positions
 
 # zoo's GPTConfig fields and defaults (GPT-2 with every switch at its reference value).
@@ -31,15 +31,7 @@ GPT_DEFAULTS = dict(
     positions="learned",
     position_merge="add",
     sinusoid_base=10000.0,
-    attn_scale="sqrt_dk",
-    attn_score="dot",
-    qk_proj="separate",
-    attn_window=None,
-    qk_norm=False,
-    norm="layernorm",
-    ff_inner_norm=None,
-    residual_attn=True,
-    residual_ff=True,
+    **BLOCK_SWITCH_DEFAULTS,
 )
 
 

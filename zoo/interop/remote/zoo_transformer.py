@@ -17,7 +17,7 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
-from .zoo_config import ZooConfig
+from .zoo_config import BLOCK_SWITCH_DEFAULTS, ZooConfig
 from .zoo_layers import BlockStack, PositionConcat, sinusoids
 
 TRANSFORMER_DEFAULTS = dict(
@@ -38,16 +38,8 @@ TRANSFORMER_DEFAULTS = dict(
     positions="sinusoidal",
     position_merge="add",
     sinusoid_base=10000.0,
-    attn_scale="sqrt_dk",
-    attn_score="dot",
-    qk_proj="separate",
-    attn_window=None,
-    qk_norm=False,
-    norm="layernorm",
-    ff_inner_norm=None,
-    residual_attn=True,
-    residual_ff=True,
     encoder_causal=False,
+    **BLOCK_SWITCH_DEFAULTS,
 )
 
 

@@ -14,7 +14,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import ImageClassifierOutput
 
-from .zoo_config import ZooConfig
+from .zoo_config import BLOCK_SWITCH_DEFAULTS, ZooConfig
 from .zoo_layers import BlockStack, make_norm
 
 VIT_DEFAULTS = dict(
@@ -31,16 +31,8 @@ VIT_DEFAULTS = dict(
     norm_eps=1e-6,
     activation="gelu",
     dynamic_image_size=False,
-    attn_scale="sqrt_dk",
-    attn_score="dot",
-    qk_proj="separate",
-    attn_window=None,
-    qk_norm=False,
-    norm="layernorm",
-    ff_inner_norm=None,
-    residual_attn=True,
-    residual_ff=True,
     causal=False,
+    **BLOCK_SWITCH_DEFAULTS,
 )
 
 
