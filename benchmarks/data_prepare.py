@@ -8,7 +8,10 @@ own):
 - `zoo-prepare` of the corpus with a given tokenizer (a byte-level BPE of 8192 tokens trained once, beforehand, on
   the smallest corpus): wall time, tokens/s, peak resident memory;
 - the reference: the same documents read into memory and encoded with `Tokenizer.encode_batch` in batches of the
-  same bytes, with the same tokenizer (tokens/s of encoding alone, no reading or writing counted).
+  same bytes, with the same tokenizer (tokens/s of encoding alone, no reading or writing counted);
+- a cached start: what `python train.py data=token_shards data.shards=DIR` does with the shards before its first
+  step (read the manifest, open the memory maps, draw the first training batch), its seconds and peak memory, so
+  that a start's growth with the corpus shows.
 The ratio zoo-prepare / reference throughput and the ratio of peak memory between the sizes are printed.
 """
 
@@ -74,6 +77,17 @@ seconds = time.perf_counter() - start
 result = {"seconds": seconds, "tokens": manifest["tokens"]["train"] + manifest["tokens"]["val"]}
 """
 
+STARTUP = """
+import time
+start = time.perf_counter()
+from zoo.data.token_shards import TokenShardsDataModule
+imported = time.perf_counter()
+data = TokenShardsDataModule(shards=sys.argv[1], block_size=256, batch_size=16)
+data.setup("fit")
+inputs, targets = next(iter(data.train_dataloader()))
+result = {"seconds": time.perf_counter() - imported, "import_s": imported - start, "batch": list(inputs.shape)}
+"""
+
 REFERENCE = (
     """
 import json as js, time
@@ -111,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 BPETokenizer.train_from_documents(texts, 8192).tokenizer.save(str(tokenizer_file))
             made = _child(PREPARE, str(corpus), str(Path(tmp) / f"shards_{mb}"), str(tokenizer_file))
             reference = _child(REFERENCE, str(corpus), str(tokenizer_file))
+            started = _child(STARTUP, str(Path(tmp) / f"shards_{mb}"))
             rows.append(
                 {
                     "size_mb": mb,
@@ -121,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                     "prepare_peak_mb": made["peak_mb"],
                     "reference_tokens_per_s": reference["tokens"] / reference["seconds"],
                     "reference_peak_mb": reference["peak_mb"],
+                    "cached_start_s": started["seconds"],
+                    "cached_start_peak_mb": started["peak_mb"],
                 }
             )
             r = rows[-1]
@@ -128,15 +145,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"{mb} MB ({documents:,} documents, {r['tokens']:,} tokens): zoo-prepare {r['prepare_s']:.1f} s, "
                 f"{r['prepare_tokens_per_s'] / 1e6:.2f} M tokens/s, peak {r['prepare_peak_mb']:.0f} MB; "
                 f"encode_batch alone {r['reference_tokens_per_s'] / 1e6:.2f} M tokens/s, "
-                f"peak {r['reference_peak_mb']:.0f} MB"
+                f"peak {r['reference_peak_mb']:.0f} MB; cached start {r['cached_start_s']:.2f} s "
+                f"(after imports), peak {r['cached_start_peak_mb']:.0f} MB"
             )
     for r in rows:
         r["throughput_ratio"] = r["prepare_tokens_per_s"] / r["reference_tokens_per_s"]
     growth = rows[-1]["prepare_peak_mb"] / rows[0]["prepare_peak_mb"]
+    starts = [f"{r['cached_start_s']:.2f} s / {r['cached_start_peak_mb']:.0f} MB at {r['size_mb']} MB" for r in rows]
     print(
         "zoo-prepare / encode_batch throughput: "
         + ", ".join(f"{r['throughput_ratio']:.2f}x at {r['size_mb']} MB" for r in rows)
-        + f"; peak memory {rows[-1]['size_mb']} MB over {rows[0]['size_mb']} MB: {growth:.2f}x"
+        + f"; peak memory {rows[-1]['size_mb']} MB over {rows[0]['size_mb']} MB: {growth:.2f}x; cached start "
+        + ", ".join(starts)
     )
     machine = {"cpus": os.cpu_count(), "capability": torch.backends.cpu.get_cpu_capability()}
     if args.json:
