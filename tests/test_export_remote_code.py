@@ -326,6 +326,30 @@ def test_two_sided_translation_tokenizer_goes_along_as_one_tokenizer(tmp_path):
     assert any(decoded)  # some text came out, so the target side did the decoding
     card = (tmp_path / "README.md").read_text()  # the card's example loads the tokenizer's code as well
     assert 'AutoTokenizer.from_pretrained("path/to/this/folder", trust_remote_code=True)' in card
+    # Saved again by transformers (a fine-tuner's save_pretrained), both sides and the class go along.
+    hf_tokenizer.save_pretrained(tmp_path / "again")
+    again = transformers.AutoTokenizer.from_pretrained(tmp_path / "again", trust_remote_code=True)
+    assert [again(t)["input_ids"] for t in texts] == [tokenizer.encode_source(t) for t in texts]
+    assert [again(text_target=t)["input_ids"] for t in targets] == labels
+
+
+def test_zoo_export_writes_a_two_sided_checkpoints_tokenizer_without_a_note(tmp_path, capsys):
+    """zoo-export hands the checkpoint's two-sided tokenizer on (it used to drop it with a note)."""
+    from functools import partial
+
+    from zoo.entry.export import main as export_main
+    from zoo.tasks import Seq2SeqTask
+
+    tokenizer = translation_tokenizer(joint=False)
+    task = Seq2SeqTask(transformer(tokenizer), partial(torch.optim.AdamW, lr=1e-3), tokenizer=tokenizer)
+    checkpoint = {"state_dict": task.state_dict()}
+    task.on_save_checkpoint(checkpoint)  # the "zoo" section, tokenizer JSON included, as a fit writes it
+    torch.save(checkpoint, tmp_path / "two_sided.ckpt")
+    export_main([str(tmp_path / "two_sided.ckpt"), str(tmp_path / "out")])
+    out = capsys.readouterr()
+    assert "source_tokenizer.json" in out.out and "vocabularies" not in out.out + out.err
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "out", trust_remote_code=True)
+    assert hf_tokenizer("ein hund.")["input_ids"] == tokenizer.encode_source("ein hund.")
 
 
 @torch.no_grad()
