@@ -237,8 +237,10 @@ def translation_tokenizer(joint: bool = True) -> TranslationTokenizer:
 
 def transformer(tokenizer, **switches) -> Transformer:
     torch.manual_seed(0)
+    # Separate vocabularies need their own target size and embeddings (one shared matrix needs a joint vocabulary).
+    sides = {} if tokenizer.joint else dict(tgt_vocab_size=tokenizer.tgt_vocab_size, share_embeddings=False)
     model = Transformer.from_preset(
-        "transformer-tiny", src_vocab_size=tokenizer.src_vocab_size, max_len=12, **switches
+        "transformer-tiny", src_vocab_size=tokenizer.src_vocab_size, max_len=12, **sides, **switches
     ).eval()
     with torch.no_grad():  # away from the fresh init, whose greedy output is one token over and over
         for p in model.parameters():
@@ -286,22 +288,68 @@ def test_transformer_loads_as_seq2seq_lm_with_zoo_logits_and_translations(name, 
         assert long.shape[1] == 21
 
 
-def test_two_sided_translation_tokenizer_is_left_out_with_a_reason(tmp_path):
+@torch.no_grad()
+def test_two_sided_translation_tokenizer_goes_along_as_one_tokenizer(tmp_path):
+    """Separate source and target vocabularies: one tokenizer object of its own code, used as Marian's is."""
     tokenizer = translation_tokenizer(joint=False)
-    model = Transformer.from_preset(
-        "transformer-tiny",
-        src_vocab_size=tokenizer.src_vocab_size,
-        tgt_vocab_size=tokenizer.tgt_vocab_size,
-        share_embeddings=False,
-        max_len=12,
-    ).eval()
-    with pytest.warns(UserWarning, match="separate de and en vocabularies"):
-        files = export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
-    assert "tokenizer.json" not in files and "zoo_transformer.py" in files
+    model = transformer(tokenizer)
+    files = export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
+    assert {"source_tokenizer.json", "target_tokenizer.json", "zoo_translation_tokenizer.py"} <= set(files)
+    assert "tokenizer.json" not in files  # no one-vocabulary file that a reader could take for both sides
+    auto_map = json.loads((tmp_path / "tokenizer_config.json").read_text())["auto_map"]
+    assert auto_map == {"AutoTokenizer": [None, "zoo_translation_tokenizer.ZooTranslationTokenizer"]}
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True).eval()
-    src = torch.tensor([tokenizer.encode_source("zwei junge männer.")])
-    with torch.no_grad():
-        assert torch.equal(hf.generate(src, max_new_tokens=6)[:, 1:7], model.generate(src, max_new_tokens=6)[:, :6])
+    texts = ["zwei junge hunde.", "ein mann liest im park.", "eine frau geht."]
+    assert [hf_tokenizer(t)["input_ids"] for t in texts] == [tokenizer.encode_source(t) for t in texts]
+    targets = ["two young dogs.", "a man reads in the park."]
+    bare = [hf_tokenizer(text_target=t, add_special_tokens=False)["input_ids"] for t in targets]
+    assert bare == [tokenizer.encode_target(t) for t in targets]
+    # With its special tokens a target is the labels zoo's task builds (y + EOS), as with a joint vocabulary.
+    labels = [hf_tokenizer(text_target=t)["input_ids"] for t in targets]
+    assert labels == [tokenizer.encode_target(t) + [tokenizer.eos_id] for t in targets]
+    # The sides are different vocabularies: the same text has other ids on each (else the check above is moot).
+    assert hf_tokenizer(targets[0])["input_ids"] != labels[0]
+    assert hf_tokenizer(texts[0])["input_ids"] == tokenizer.encode_source(texts[0])  # back to the source side
+
+    batch = hf_tokenizer(texts, padding=True, return_tensors="pt")
+    src, src_mask = batch["input_ids"], batch["attention_mask"]
+    tgt = torch.tensor([[tokenizer.bos_id, *tokenizer.encode_target("two young dogs")[:5]]] * len(texts))
+    torch.testing.assert_close(
+        hf(**batch, decoder_input_ids=tgt).logits, model(src, tgt, src_mask=src_mask), atol=1e-5, rtol=0
+    )
+    ours = model.generate(src, src_mask, max_new_tokens=10)
+    theirs = hf.generate(**batch, max_new_tokens=10)
+    assert torch.equal(theirs[:, 1 : 1 + ours.shape[1]], ours)
+    decoded = hf_tokenizer.batch_decode(theirs, skip_special_tokens=True)
+    assert decoded == [tokenizer.decode(row) for row in ours]
+    assert any(decoded)  # some text came out, so the target side did the decoding
+    card = (tmp_path / "README.md").read_text()  # the card's example loads the tokenizer's code as well
+    assert 'AutoTokenizer.from_pretrained("path/to/this/folder", trust_remote_code=True)' in card
+    # Saved again by transformers (a fine-tuner's save_pretrained), both sides and the class go along.
+    hf_tokenizer.save_pretrained(tmp_path / "again")
+    again = transformers.AutoTokenizer.from_pretrained(tmp_path / "again", trust_remote_code=True)
+    assert [again(t)["input_ids"] for t in texts] == [tokenizer.encode_source(t) for t in texts]
+    assert [again(text_target=t)["input_ids"] for t in targets] == labels
+
+
+def test_zoo_export_writes_a_two_sided_checkpoints_tokenizer_without_a_note(tmp_path, capsys):
+    """zoo-export hands the checkpoint's two-sided tokenizer on (it used to drop it with a note)."""
+    from functools import partial
+
+    from zoo.entry.export import main as export_main
+    from zoo.tasks import Seq2SeqTask
+
+    tokenizer = translation_tokenizer(joint=False)
+    task = Seq2SeqTask(transformer(tokenizer), partial(torch.optim.AdamW, lr=1e-3), tokenizer=tokenizer)
+    checkpoint = {"state_dict": task.state_dict()}
+    task.on_save_checkpoint(checkpoint)  # the "zoo" section, tokenizer JSON included, as a fit writes it
+    torch.save(checkpoint, tmp_path / "two_sided.ckpt")
+    export_main([str(tmp_path / "two_sided.ckpt"), str(tmp_path / "out")])
+    out = capsys.readouterr()
+    assert "source_tokenizer.json" in out.out and "vocabularies" not in out.out + out.err
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "out", trust_remote_code=True)
+    assert hf_tokenizer("ein hund.")["input_ids"] == tokenizer.encode_source("ein hund.")
 
 
 @torch.no_grad()
@@ -393,16 +441,25 @@ def test_the_exported_code_imports_no_zoo(tmp_path):
     bert_model = bert(WordPieceTokenizer.train(BERT_TEXTS, 120), positions="rope")
     for model in (vit(qk_norm=True), bert_model, transformer(translation_tokenizer())):
         export_hf(model, tmp_path / model.model_type)
+    two_sided = translation_tokenizer(joint=False)  # its tokenizer is code too
+    export_hf(transformer(two_sided), tmp_path / "two_sided", tokenizer_json=two_sided.to_json())
     export_hf(gpt(**GPT_SWITCHES["recipe"]), tmp_path, tokenizer_json=char_tokenizer().to_json())
+    written = {file.name for file in tmp_path.rglob("*.py")}
+    assert {"zoo_gpt.py", "zoo_bert.py", "zoo_vit.py", "zoo_transformer.py", "zoo_translation_tokenizer.py"} <= written
+    allowed = {"__future__", "math", "os", "torch", "transformers", "tokenizers"}
     for file in tmp_path.rglob("*.py"):
-        assert imported_modules(file.read_text()) <= {"__future__", "math", "torch", "transformers"}, file.name
+        assert imported_modules(file.read_text()) <= allowed, file.name
     # And it runs where zoo cannot be imported at all (sys.modules["zoo"] = None makes every zoo import fail).
     code = (
         "import sys; sys.modules['zoo'] = None\n"
         "import torch, transformers\n"
         f"m = transformers.AutoModelForCausalLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)\n"
         "print(tuple(m(torch.tensor([[1, 2, 3]])).logits.shape))\n"
+        f"t = transformers.AutoTokenizer.from_pretrained({str(tmp_path / 'two_sided')!r}, trust_remote_code=True)\n"
+        "print(t('zwei junge hunde.')['input_ids'])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith(f"(1, 3, {char_tokenizer().vocab_size})")
+    shape, ids = result.stdout.strip().splitlines()[-2:]
+    assert shape == f"(1, 3, {char_tokenizer().vocab_size})"
+    assert ids == str(two_sided.encode_source("zwei junge hunde."))

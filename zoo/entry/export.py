@@ -19,7 +19,6 @@ from zoo.entry.errors import one_line_errors
 from zoo.interop import export_hf
 from zoo.interop.export import EXPORT_FILES
 from zoo.interop.exportable import check_exportable
-from zoo.interop.hf_tokenizer import translation_sides_message, two_sided
 from zoo.interop.limits import trained_context
 from zoo.interop.model_card import TrainingRun, write_model_card
 
@@ -221,9 +220,6 @@ def run(args: argparse.Namespace) -> list[str]:
     check_exportable(model)  # before touching the directory
     _check_target(directory, args.overwrite)
     tokenizer_json = info.get("tokenizer")
-    if two_sided(tokenizer_json):  # the model goes without it; say why
-        _note(translation_sides_message(json.loads(tokenizer_json)))
-        tokenizer_json = None
     with _staged(directory) as staging:
         files = export_hf(
             model,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import warnings
 from pathlib import Path
 
 from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
@@ -15,7 +14,7 @@ from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
 from .exportable import check_exportable, is_native
 from .hf import label_maps, save_hf
 from .hf_image_processor import save_image_processor
-from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer, translation_sides_message, two_sided
+from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
 from .limits import position_limit, trained_context
 from .model_card import TrainingRun, write_model_card
 from .remote_code import REMOTE_FILES, num_classes, save_remote
@@ -86,8 +85,8 @@ def export_hf(
 ) -> list[str]:
     """Write `model` and what it was trained with as a Hugging Face directory; returns the file names written.
 
-    tokenizer_json: the zoo tokenizer of a GPT, BERT or Transformer (a checkpoint's "zoo" section stores it); a
-        translation tokenizer with separate source and target vocabularies is left out, with a warning.
+    tokenizer_json: the zoo tokenizer of a GPT, BERT or Transformer (a checkpoint's "zoo" section stores it); one
+        with separate source and target vocabularies goes along with its own tokenizer class (trust_remote_code=True).
     labels: class names of a BERT classifier or a ViT, in class-id order.
     image_mean / image_std: the normalization a ViT was trained with, for preprocessor_config.json.
     context_length: the longest input the model was trained on (default: from `run`'s data, else the model's
@@ -109,9 +108,6 @@ def export_hf(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     token_ids: dict[str, int | None] = {}
-    if two_sided(tokenizer_json):  # what cannot go along is said, the model still goes
-        warnings.warn(translation_sides_message(json.loads(tokenizer_json)), stacklevel=2)
-        tokenizer_json = None
     if tokenizer_json is not None:
         token_ids = save_tokenizer(tokenizer_json, directory, model_max_length=context)
     trained = model  # the card describes the model as trained (a grayscale ViT stays 1-channel there)

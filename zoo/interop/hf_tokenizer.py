@@ -10,6 +10,9 @@ from them. Every kind gives the ids zoo's own tokenizer gives:
 - "char" (one id per character): there is no such class in transformers, so tokenizer.json holds a WordLevel model
   over the characters with a pre-tokenizer that isolates every character and a decoder that joins them without
   spaces, loaded by the generic PreTrainedTokenizerFast. The newline stands for its special tokens (`char_special`).
+- "translation_bpe": with a joint vocabulary one tokenizer.json (PreTrainedTokenizerFast) that appends EOS as zoo's
+  encode_source does; with separate source and target vocabularies source_tokenizer.json and target_tokenizer.json
+  with a tokenizer class of its own, written beside them (AutoTokenizer with trust_remote_code=True).
 
 The JSON format read here is zoo.data's (`{"kind": ..., "tokenizer": <tokenizers JSON>}` or `{"kind": "char",
 "chars": ...}`); only the `tokenizers` library is needed, not zoo.data.
@@ -18,6 +21,7 @@ The JSON format read here is zoo.data's (`{"kind": ..., "tokenizer": <tokenizers
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
@@ -30,6 +34,10 @@ BERT_SPECIAL = {
     "cls_token": "[CLS]",
     "mask_token": "[MASK]",
 }
+# The tokenizer class of separate source and target vocabularies: a template of zoo/interop/remote written into the
+# export (it imports only transformers and tokenizers).
+TRANSLATION_CODE = "zoo_translation_tokenizer.py"
+TRANSLATION_CLASS = "ZooTranslationTokenizer"
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -37,6 +45,9 @@ TOKENIZER_FILES = (
     "vocab.json",
     "merges.txt",
     "vocab.txt",
+    "source_tokenizer.json",
+    "target_tokenizer.json",
+    TRANSLATION_CODE,
 )
 
 
@@ -148,13 +159,10 @@ def _char(spec: dict, directory: Path, model_max_length: int) -> dict[str, int |
 TRANSLATION_SPECIAL = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
-def _translation(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
-    """A joint translation vocabulary: one tokenizer.json for both sides. Its post-processor appends EOS, as zoo's
-    encode_source does for the encoder (and, for `text_target=`, gives the labels y + EOS a seq2seq loss reads).
-    Separate source and target vocabularies cannot be one transformers tokenizer: refused (`translation_sides`)."""
-    if spec.get("target") is not None:
-        raise ValueError(translation_sides_message(spec))
-    tokenizer = Tokenizer.from_str(spec["source"])
+def _translation_side(source: str, directory: Path, filename: str) -> None:
+    """One side of a translation vocabulary as a `tokenizers` file whose post-processor appends EOS, as zoo's
+    encode_source does for the encoder (and, for `text_target=`, gives the labels y + EOS a seq2seq loss reads)."""
+    tokenizer = Tokenizer.from_str(source)
     ids = {name: tokenizer.token_to_id(token) for name, token in TRANSLATION_SPECIAL.items()}
     if [ids["pad_token"], ids["bos_token"], ids["eos_token"], ids["unk_token"]] != [0, 1, 2, 3]:
         raise ValueError(f"the translation vocabulary lacks {list(TRANSLATION_SPECIAL.values())} at ids 0-3")
@@ -162,33 +170,32 @@ def _translation(spec: dict, directory: Path, model_max_length: int) -> dict[str
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, ids["eos_token"])]
     )
-    tokenizer.save(str(directory / "tokenizer.json"))
-    _write_configs(
-        directory,
-        "PreTrainedTokenizerFast",
-        dict(TRANSLATION_SPECIAL),
-        model_max_length,
-        clean_up_tokenization_spaces=False,
-        source_lang=spec.get("source_lang"),
-        target_lang=spec.get("target_lang"),
+    tokenizer.save(str(directory / filename))
+
+
+def _translation(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
+    """A joint translation vocabulary: one tokenizer.json for both sides, read by the generic
+    PreTrainedTokenizerFast. Separate source and target vocabularies: source_tokenizer.json and
+    target_tokenizer.json with the tokenizer class that switches between them (TRANSLATION_CODE, remote code, as
+    transformers' Marian tokenizer holds two vocabularies in one object)."""
+    options = dict(
+        clean_up_tokenization_spaces=False, source_lang=spec.get("source_lang"), target_lang=spec.get("target_lang")
     )
-    return {"pad_token_id": ids["pad_token"], "bos_token_id": ids["bos_token"], "eos_token_id": ids["eos_token"]}
-
-
-def translation_sides_message(spec: dict) -> str:
-    return (
-        f"this translation tokenizer has separate {spec.get('source_lang')} and {spec.get('target_lang')} "
-        "vocabularies, which one transformers tokenizer cannot hold, so the export has no tokenizer: encode sources "
-        "and decode outputs with zoo's TranslationTokenizer (the checkpoint's), or train with a joint vocabulary"
-    )
-
-
-def two_sided(tokenizer_json: str | None) -> bool:
-    """Whether `tokenizer_json` is a translation tokenizer with separate source and target vocabularies."""
-    if tokenizer_json is None:
-        return False
-    spec = json.loads(tokenizer_json)
-    return spec.get("kind") == "translation_bpe" and spec.get("target") is not None
+    if spec.get("target") is None:
+        _translation_side(spec["source"], directory, "tokenizer.json")
+        _write_configs(directory, "PreTrainedTokenizerFast", dict(TRANSLATION_SPECIAL), model_max_length, **options)
+    else:
+        _translation_side(spec["source"], directory, "source_tokenizer.json")
+        _translation_side(spec["target"], directory, "target_tokenizer.json")
+        code = (resources.files("zoo.interop") / "remote" / TRANSLATION_CODE).read_text(encoding="utf-8")
+        (directory / TRANSLATION_CODE).write_text(code, encoding="utf-8")
+        module = TRANSLATION_CODE.removesuffix(".py")
+        # transformers' convention for a tokenizer's own code: [slow class, fast class]; this one is fast only.
+        auto_map = {"AutoTokenizer": [None, f"{module}.{TRANSLATION_CLASS}"]}
+        _write_configs(
+            directory, TRANSLATION_CLASS, dict(TRANSLATION_SPECIAL), model_max_length, auto_map=auto_map, **options
+        )
+    return {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # TRANSLATION_SPECIAL's ids, checked above
 
 
 _WRITERS = {"bpe": _bpe, "wordpiece": _wordpiece, "char": _char, "translation_bpe": _translation}
