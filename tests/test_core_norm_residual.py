@@ -86,6 +86,23 @@ def test_padding_reaches_no_real_token_with_masked_batchnorm_in_bert(where):
     assert (a[keep] - b[keep]).abs().max() > 1e-3
 
 
+def test_without_padding_masked_and_naive_batchnorm_are_the_same_model():
+    """Character windows have no padding: the masked BatchNorm pools exactly the tokens the naive one does, in
+    training (batch statistics, running estimates) and in eval. (The lab's norm_text therefore runs no masked arm.)"""
+    ids = torch.randint(0, VOCAB, (B, T))
+    outs = []
+    for kind in ("batchnorm", "batchnorm_masked"):
+        torch.manual_seed(5)
+        gpt = GPT.from_preset("gpt-nano", vocab_size=VOCAB, norm=kind, dropout=0.0).train()
+        trained = gpt(ids)
+        stats = [m.running_var.clone() for m in gpt.modules() if isinstance(m, nn.BatchNorm1d)]
+        outs.append((trained, stats, gpt.eval()(ids)))
+    (a, sa, ea), (b, sb, eb) = outs
+    torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    assert sa and all(torch.allclose(x, y, atol=1e-6) for x, y in zip(sa, sb))
+    torch.testing.assert_close(ea, eb, rtol=0, atol=1e-5)
+
+
 def test_padding_reaches_no_real_token_with_masked_batchnorm_in_gpt_and_the_decoder():
     """GPT with left padding (its attention_mask) and the Transformer's decoder (target padding = pad ids)."""
     torch.manual_seed(2)
