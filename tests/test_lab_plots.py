@@ -4,12 +4,14 @@ recorded values and stats.py, not as pixels), and what each job trained on in th
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from omegaconf import OmegaConf
 from test_lab_integrity import check, docs_with_markers, make_sweep
 
@@ -17,6 +19,7 @@ from zoo.lab import stats
 from zoo.lab.evidence import arm_summary, paired_differences
 from zoo.lab.plots import PAIRED_PLOT
 from zoo.lab.publish import publish
+from zoo.lab.record import lab_record
 from zoo.lab.report import write_report
 from zoo.lab.sweep import load_sweep
 from zoo.lab.work import job_work
@@ -110,7 +113,7 @@ def test_the_measured_header_says_the_tokens_each_job_saw_beside_job_time_and_ma
     publish(root, docs)
     text = docs.read_text()
     header = text.split("<!-- measured:handmade -->\n", 1)[1].splitlines()[0]
-    assert header.startswith("Full run") and " on " in header and "threads, torch" in header  # the machine
+    assert header.startswith("Full run") and " on " in header and " thread" in header  # the machine
     assert "s of job time in all" in header and tokens in header
 
 
@@ -128,3 +131,25 @@ def test_the_work_of_a_job_from_its_config():
     assert work(trainer={"max_steps": 400}, data=lm).count == 400 * 8 * 512
     assert work(trainer={"max_steps": 400}, data=lm, lab_measure={"_target_": "x"}) is None  # trains nothing
     assert work(trainer={"max_steps": -1}, data=lm) is None  # an epoch budget: not known without the data
+
+
+def test_the_measured_header_states_the_threads_the_jobs_ran_with_not_the_publishers(tmp_path):
+    root = make_sweep(tmp_path / "sweep", {"a": A, "b": B}, [check("a < b", "less", "a", "b")])
+    for result in root.glob("*/result.json"):  # as lab_record writes it: the job's torch threads
+        record = json.loads(result.read_text())
+        record["metrics"]["lab/threads"] = 1.0
+        result.write_text(json.dumps(record))
+    docs = docs_with_markers(tmp_path)
+    publish(root, docs)
+    header = docs.read_text().split("<!-- measured:handmade -->\n", 1)[1].splitlines()[0]
+    assert ", 1 thread, torch" in header
+
+
+def test_a_job_records_its_threads():
+    class _Trainer:
+        callbacks: list = []
+
+    assert lab_record(_Trainer(), {"val/loss": 1.5})["metrics"] == {
+        "val/loss": 1.5,
+        "lab/threads": torch.get_num_threads(),
+    }

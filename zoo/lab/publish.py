@@ -47,16 +47,20 @@ from .report import (
 from .sweep import Sweep, load_sweep
 
 
-def machine_line() -> str:
-    """The CPU (model name, cores, the kernels torch picks), the GPU if any, and torch version: figures are only
-    comparable on it."""
+def machine_line(sweep: Sweep | None = None) -> str:
+    """The CPU (model name, the threads the jobs ran with, the kernels torch picks), the GPU if any, and torch
+    version: figures are only comparable on it. The threads come from the jobs' records (`lab/threads`) when they
+    have them, else from this process (the jobs inherit its environment when run by `python -m zoo.lab run`)."""
     model = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), flags=re.MULTILINE)
         model = names[0].strip() if names else model
     capability = torch.backends.cpu.get_cpu_capability()
-    line = f"{model}, {torch.get_num_threads()} threads, torch {torch.__version__} (CPU capability {capability})"
+    recorded = {j.metrics["lab/threads"] for j in sweep.jobs if "lab/threads" in j.metrics} if sweep else set()
+    threads = "/".join(f"{t:g}" for t in sorted(recorded)) if recorded else str(torch.get_num_threads())
+    threads += " thread" if threads == "1" else " threads"
+    line = f"{model}, {threads}, torch {torch.__version__} (CPU capability {capability})"
     if torch.cuda.is_available():  # `python -m zoo.lab gpu` runs on it: its figures are the GPU's
         line += f", GPU {torch.cuda.get_device_name(0)}"
     return line
@@ -156,7 +160,7 @@ def run_line(sweep: Sweep, name: str) -> str:
         kind = f"Incomplete run ({len(sweep.unfinished)} of {total} jobs left no result, listed below)" + (
             ", with overrides" if changed_overrides(sweep) else ""
         )
-    return f"{kind}, {date.today().isoformat()}, on {machine_line()}: `{command}`. {wall_line(sweep)}".rstrip()
+    return f"{kind}, {date.today().isoformat()}, on {machine_line(sweep)}: `{command}`. {wall_line(sweep)}".rstrip()
 
 
 def measured_block(sweep: Sweep, report: str, plots: list[Path], name: str) -> str:

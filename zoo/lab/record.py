@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 
 def scalar_metrics(metrics: dict) -> dict[str, float]:
     out = {}
@@ -33,7 +35,9 @@ def merge_records(records: list[dict]) -> dict:
 def lab_record(trainer, metrics: dict) -> dict:
     """{"metrics": {...}, "series": {...}, "probes": {...}}: the trainer's final metrics and the callbacks' records."""
     records = [cb.lab_record() for cb in trainer.callbacks if hasattr(cb, "lab_record")]
-    merged = merge_records([{"metrics": scalar_metrics(metrics)}, *records])
+    # The threads the job trained with: a published run states them, and the process that publishes may have other.
+    threads = {"lab/threads": float(torch.get_num_threads())}
+    merged = merge_records([{"metrics": {**scalar_metrics(metrics), **threads}}, *records])
     return {k: merged[k] for k in ("metrics", "series", "probes") if k in merged}
 
 
