@@ -21,9 +21,10 @@ from test_lab_integrity import check, make_sweep
 from test_lab_plots import lm_configs
 
 from zoo.lab.budgets import budgets, question_budgets, run_overrides
-from zoo.lab.publish import SUMMARY_BEGIN, SUMMARY_END, publish
+from zoo.lab.publish import SUMMARY_BEGIN, SUMMARY_END, publish, run_line
 from zoo.lab.questions import QUESTIONS_DIR, question_names
 from zoo.lab.report import SUMMARY_STAMP, write_report
+from zoo.lab.sweep import load_sweep
 
 # ---- the config ----------------------------------------------------------------------------------------------------
 
@@ -113,11 +114,12 @@ STEPS = {"short": 100, "mid": 200, "long": 400}  # named so that their alphabeti
 DECLARED = {"short": ["trainer.max_steps=100"], "long": ["trainer.max_steps=400"]}
 
 
-def budget_sweep(root: Path, budget: str, differences: list[float] | None = None) -> Path:
+def budget_sweep(root: Path, budget: str, differences: list[float] | None = None, extra: tuple[str, ...] = ()) -> Path:
     """A 5-seed sweep of `a < b` at one budget of a question whose own budget is `mid`: a `--budget` run adds the
-    budget's overrides and its name to the command line; the own one is the plain run."""
+    budget's overrides and its name to the command line, then the command's own (`extra`); the own one is the plain
+    run."""
     b = [x + d for x, d in zip(A, differences or DIFFERENCES[budget])]
-    task = (*DECLARED[budget], f"lab.budget={budget}") if budget in DECLARED else ()
+    task = (*DECLARED[budget], f"lab.budget={budget}", *extra) if budget in DECLARED else extra
     make_sweep(root, {"a": A, "b": b}, [check("a < b", "less", "a", "b")], task=task)
     for path in [root / "multirun.yaml", *root.glob("*/config_resolved.yaml")]:
         config = OmegaConf.load(path)
@@ -158,6 +160,20 @@ def test_the_report_of_a_budget_run_says_its_budget(tmp_path):
     assert stamp["budget"] == "short" and stamp["work"] == {"count": 76800, "low": 76800, "unit": "tokens"}
     path, _, _ = write_report(budget_sweep(tmp_path / "mid", "mid"))
     assert "Budget: `mid` (the question's own config)." in path.read_text()
+
+
+def test_a_budget_run_is_a_full_run_of_that_budget_and_more_overrides_make_it_a_run_with_overrides(tmp_path):
+    line = run_line(load_sweep(budget_sweep(tmp_path / "short", "short")), "handmade")
+    assert line.startswith("Full run at budget `short`, ") and "`python -m zoo.lab run handmade --budget short`" in line
+    line = run_line(load_sweep(budget_sweep(tmp_path / "mid", "mid")), "handmade")
+    assert line.startswith("Full run at budget `mid` (the question's own), ")
+    shorter = budget_sweep(tmp_path / "shorter", "short", extra=("trainer.max_steps=50",))
+    line = run_line(load_sweep(shorter), "handmade")
+    assert line.startswith("Run with overrides (not the question's own budget or grid), from budget `short`, ")
+    assert "`python -m zoo.lab run handmade --budget short trainer.max_steps=50`" in line
+    own_shorter = budget_sweep(tmp_path / "mid_shorter", "mid", extra=("trainer.max_steps=50",))
+    line = run_line(load_sweep(own_shorter), "handmade")  # a shortened own budget is not that budget any more
+    assert line.startswith("Run with overrides (not the question's own budget or grid), 20")
 
 
 def test_publishing_budgets_gives_the_outcome_against_budget_table_and_again_replaces_not_adds(tmp_path):

@@ -156,8 +156,11 @@ def run_line(sweep: Sweep, name: str) -> str:
         kind = f"Incomplete run ({len(sweep.unfinished)} of {total} jobs left no result, listed below)" + (
             ", with overrides" if changed_overrides(sweep) else ""
         )
-    if sweep.lab.get("budget") is not None:
-        kind += f" at budget `{sweep.lab['budget']}`" + ("" if run_budget(sweep.lab) else " (the question's own)")
+    budget = sweep.lab.get("budget")
+    if run_budget(sweep.lab):  # one of the question's other budgets: which, whatever else the run changed
+        kind += f" at budget `{budget}`" if kind == "Full run" else f", from budget `{budget}`"
+    elif budget is not None and kind == "Full run":  # a run with overrides is not the own budget as it stands
+        kind += f" at budget `{budget}` (the question's own)"
     return f"{kind}, {date.today().isoformat()}, on {machine_line()}: `{command}`. {wall_line(sweep)}".rstrip()
 
 
