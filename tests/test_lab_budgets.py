@@ -220,3 +220,10 @@ def test_publishing_budgets_gives_the_outcome_against_budget_table_and_again_rep
     assert verdicts[1:] == ["supported", "contradicted", "supported"] and checks[1] == checks[3]
     after_region = again.split("<!-- /budgets:handmade -->", 1)[1]
     assert after_region == text.split("<!-- /budgets:handmade -->", 1)[1]  # the rest of the page as it was
+
+    # the own budget run with more overrides is not the own budget: its column goes, and the table says why
+    publish(budget_sweep(tmp_path / "mid_shorter", "mid", extra=("trainer.max_steps=50",)), docs)
+    text = docs.read_text()
+    head, verdicts, _ = table_of(text)
+    assert [h.split(":")[0] for h in head[1:]] == ["`short`", "`long`"] and verdicts[1:] == ["supported", "supported"]
+    assert "The question's own budget (`mid`): the Measured section above is a run with overrides" in text

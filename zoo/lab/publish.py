@@ -297,29 +297,41 @@ def budget_columns(document: str, name: str) -> tuple[list[tuple[str, dict]], st
     begin, end = budget_markers(name)
     if begin not in document or end not in document:
         return [], ""
-    columns = list(_budget_bodies(document.split(begin, 1)[1].split(end, 1)[0], name).items())
-    columns = [(budget, facts) for budget, body in columns if (facts := _stamp_facts(body)) is not None]
+    bodies = _budget_bodies(document.split(begin, 1)[1].split(end, 1)[0], name)
+    columns = [(b, facts) for b, body in bodies.items() if not _overridden(body) and (facts := _stamp_facts(body))]
+    changed = [f"`{b}`" for b, body in bodies.items() if _overridden(body)]
     main = _main_body(document, name) or ""
     facts = _stamp_facts(main)
     own = (facts or {}).get("budget") or _own_budget(name)
     named = f" (`{own}`)" if own else ""
     missing = ""
-    if facts is not None and "claim_checks" in facts:
+    if changed:
+        missing = f"Not in the table: {', '.join(changed)}, published from a run with overrides (not the budget as "
+        missing += "declared). "
+    if _overridden(main):
+        missing += f"The question's own budget{named}: the Measured section above is a run with overrides, not the "
+        missing += "config as it stands, so it has no column."
+    elif facts is not None and "claim_checks" in facts:
         columns.append((own or "own", facts))
     elif facts is not None:
-        missing = f"The question's own budget{named}, the Measured section above, was published before the checks' "
+        missing += f"The question's own budget{named}, the Measured section above, was published before the checks' "
         missing += "outcomes were recorded per budget; publish it again to add its column."
     elif "Verdict:" in main:
-        missing = f"The question's own budget{named}, the Measured section above, was decided under the earlier rule, "
-        missing += "which recorded no intervals: it has no column until it is run and published again."
+        missing += f"The question's own budget{named}, the Measured section above, was decided under the earlier "
+        missing += "rule, which recorded no intervals: it has no column until it is run and published again."
     else:
-        missing = f"The question's own budget{named} has not been published yet."
+        missing += f"The question's own budget{named} has not been published yet."
 
     def order(column):
         work = column[1].get("work")
         return (work is None, work["count"] if work else 0, column[0])
 
-    return sorted(columns, key=order), missing
+    return sorted(columns, key=order), missing.strip()
+
+
+def _overridden(body: str) -> bool:
+    """Does a published block come from a run with overrides (run_line), rather than from a budget as declared?"""
+    return re.match(r"(Run with overrides|Incomplete run \([^)]*\), with overrides)", body.strip()) is not None
 
 
 def _own_budget(name: str) -> str | None:
