@@ -160,6 +160,10 @@ def test_the_report_of_a_budget_run_says_its_budget(tmp_path):
     assert stamp["budget"] == "short" and stamp["work"] == {"count": 76800, "low": 76800, "unit": "tokens"}
     path, _, _ = write_report(budget_sweep(tmp_path / "mid", "mid"))
     assert "Budget: `mid` (the question's own config)." in path.read_text()
+    path, _, _ = write_report(budget_sweep(tmp_path / "quick", "short", extra=("trainer.max_steps=6",)))
+    text = path.read_text()
+    assert "Budget: `short` (`--budget short`: trainer.max_steps=100), then changed by the overrides below." in text
+    assert "Overrides: `trainer.max_steps=6`" in text
 
 
 def test_a_budget_run_is_a_full_run_of_that_budget_and_more_overrides_make_it_a_run_with_overrides(tmp_path):

@@ -177,9 +177,11 @@ def budget_text(sweep: Sweep) -> str:
     budget = sweep.lab.get("budget")
     if budget is None:
         return ""
+    # a quick run, a GPU run or any other override changes what the budget trains: say so beside its name
+    changed = ", then changed by the overrides below" if changed_overrides(sweep) else ""
     if run_budget(sweep.lab):
-        return f"Budget: `{budget}` (`--budget {budget}`: {' '.join(sweep.lab['budgets'][budget])})."
-    return f"Budget: `{budget}` (the question's own config)."
+        return f"Budget: `{budget}` (`--budget {budget}`: {' '.join(sweep.lab['budgets'][budget])}){changed}."
+    return f"Budget: `{budget}` (the question's own config){changed}."
 
 
 def work_facts(sweep: Sweep) -> dict | None:
