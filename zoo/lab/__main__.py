@@ -1,5 +1,5 @@
-"""python -m zoo.lab list | report <sweep_dir> | run <name> [--quick] [overrides...] | publish <sweep_dir> | summary
-| gpu [--cpu] [--only <a,b>] [overrides...]"""
+"""python -m zoo.lab list | report <sweep_dir> | run <name> [--quick] [--budget <b>] [--dry-run] [overrides...]
+| publish <sweep_dir> | summary | gpu [--cpu] [--only <a,b>] [overrides...]"""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ def cmd_list(_args) -> int:
             )
         )
         print(f"    python -m zoo.lab run {name} [--quick]")
+        if lab.get("budgets"):  # the others than the config's own, which is the plain run above
+            print(f"    budgets: {lab.get('budget')} (the above), {', '.join(lab['budgets'])} (--budget <name>)")
     return 0
 
 
@@ -114,10 +116,19 @@ def run_forwarding_signals(command: list[str]) -> tuple[int, int | None]:
 
 
 def cmd_run(args) -> int:
+    from .budgets import question_budgets, run_overrides
+
     lab = question(args.name)
+    question_budgets(args.name)  # a malformed lab.budgets fails here, whichever budget is asked for
     check_run_overrides(args.name, args.overrides)
-    overrides = list(lab.get("quick", [])) + ["lab.mode=quick"] if args.quick else []
+    # The budget first, then quick (a quick run of a budget is seconds long, and says which budget it stands for),
+    # then the command line's own: the last value of a key wins, as on Hydra's command line.
+    overrides = run_overrides(args.name, args.budget) if args.budget else []
+    overrides += list(lab.get("quick", [])) + ["lab.mode=quick"] if args.quick else []
     command = [*train_command(), "-m", f"experiment=lab/{args.name}", *overrides, *args.overrides]
+    if args.dry_run:
+        print("would run: " + " ".join(command[1:]))
+        return 0
     print("running: " + " ".join(command[1:]), flush=True)
     code, stopped_by = run_forwarding_signals(command)
     if stopped_by is not None:
@@ -165,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a question's sweep (train.py -m experiment=lab/<name>) and its report")
     run.add_argument("name")
     run.add_argument("--quick", action="store_true", help="a budget of seconds: tiny steps, few val batches")
+    run.add_argument("--budget", help="one of the question's budgets (lab.budgets), in a sweep folder of its own")
+    run.add_argument("--dry-run", action="store_true", help="print the command of the sweep; run nothing")
     run.set_defaults(fn=cmd_run)
     gpu = sub.add_parser("gpu", help="the questions that need a GPU, at their GPU budget, several jobs at once")
     gpu.add_argument(

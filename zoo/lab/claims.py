@@ -95,6 +95,9 @@ class Step:
     text: str
     p_support: float | None = None
     p_contradict: float | None = None
+    # (estimate, low, high) of each effect the comparison measured, oriented as the claim predicts: the numbers the
+    # outcome-against-budget table shows (zoo/lab/publish.py); empty when no interval was computed
+    effects: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -106,6 +109,8 @@ class CheckResult:
     kind: str = "claim"
     p_support: float | None = None  # before Holm's correction; None when no test could decide the check
     p_contradict: float | None = None
+    effects: list[tuple[float, float, float]] = field(default_factory=list)  # Step.effects of every comparison
+    unit: str = ""  # "log ratio" for a `factor` check: its effects are logs of ratios
 
 
 def check_config(check: dict, index: int) -> None:
@@ -244,16 +249,17 @@ def _effect_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
     low, high = effect.interval()
     unit = "log ratio " if rule.factor is not None and not threshold else ""
     text = f"{unit}effect {effect.estimate:+.3g} [95% CI {low:+.3g}, {high:+.3g}] ({effect.method}, {effect.n} seeds)"
+    measured = [(effect.estimate, low, high)]
     if direction == "similar":
         bound = equivalence_bound(rule, a)
         outside = min(1.0, 2 * min(effect.p_above(bound), effect.p_below(-bound)))
-        return Step(f"{text}, equivalence bound ±{bound:.3g}", effect.tost(bound), outside)
+        return Step(f"{text}, equivalence bound ±{bound:.3g}", effect.tost(bound), outside, measured)
     boundary = 0.0 if threshold else rule.boundary
     if unit:
         text += f", ratio needed {rule.factor:g}"
     elif boundary:
         text += f", smallest effect {boundary:g}"
-    return Step(text, effect.p_above(boundary), effect.p_below(boundary))
+    return Step(text, effect.p_above(boundary), effect.p_below(boundary), measured)
 
 
 def _claim_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
@@ -268,8 +274,8 @@ def _claim_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
             return Step(f"{shown}: {_seed_shortage(n)}")
         step = _effect_step(a, b, direction, rule)
     if n < stats.MIN_SEEDS and step.p_support is not None:
-        return Step(f"{shown}: {step.text}; {_seed_shortage(n)}")
-    return Step(f"{shown}: {step.text}", step.p_support, step.p_contradict)
+        return Step(f"{shown}: {step.text}; {_seed_shortage(n)}", effects=step.effects)
+    return Step(f"{shown}: {step.text}", step.p_support, step.p_contradict, step.effects)
 
 
 def _sanity_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
@@ -339,7 +345,11 @@ def evaluate(
     else:
         steps, summary = _interior(values, expect, step, rule)
     p_support, p_contradict = _combine(steps) if steps else (None, None)
-    result = CheckResult(name, "inconclusive", summary, [s.text for s in steps], kind, p_support, p_contradict)
+    effects = [e for s in steps for e in s.effects]
+    unit = "log ratio" if check.get("factor") is not None and expect not in ("above", "below") else ""
+    result = CheckResult(
+        name, "inconclusive", summary, [s.text for s in steps], kind, p_support, p_contradict, effects, unit
+    )
     if kind == "sanity":  # decided on every seed, no test and no correction
         outcome = "inconclusive" if p_support is None else "supported" if p_support == 0.0 else "contradicted"
         return replace(result, outcome=outcome)
@@ -381,7 +391,9 @@ def _interior(values: list[dict], expect: str, step, rule: Rule) -> tuple[list[S
         return beaten, f"the best point is an end (#{best + 1})"
     reversed_steps = [Step(s.text, s.p_contradict, s.p_support) for s in beaten]
     p_contradict = max(s.p_contradict for s in reversed_steps)  # the end must beat all of them
-    flipped = Step(f"the best point is an end (#{best + 1}), tested against each inside point", 1.0, p_contradict)
+    text = f"the best point is an end (#{best + 1}), tested against each inside point"
+    # each effect measured the end beating an inside point; negated, positive is again what the claim predicts
+    flipped = Step(text, 1.0, p_contradict, [(-e, -high, -low) for s in beaten for e, low, high in s.effects])
     return [flipped], flipped.text + ": " + "; ".join(s.text for s in beaten)
 
 

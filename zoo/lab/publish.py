@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import re
-import shlex
 import shutil
 import tempfile
 from datetime import date
@@ -34,13 +33,14 @@ from pathlib import Path
 import torch
 
 from . import stats
+from .budgets import run_budget
 from .report import (
     PER_SEED_CSV,
     RULE_STAMP,
     SUMMARY_STAMP,
     build_report,
     changed_overrides,
-    shown_overrides,
+    run_command,
     wall_line,
     writable,
 )
@@ -151,7 +151,7 @@ def split_at_markers(document: str, name: str, docs: Path) -> tuple[str, str]:
 
 def run_line(sweep: Sweep, name: str) -> str:
     """What kind of run the figures come from, when, on what, and the command that makes it again."""
-    command = " ".join(["python -m zoo.lab run", name, *map(shlex.quote, shown_overrides(sweep))])
+    command = run_command(sweep, name)
     kind = "Full run"
     if changed_overrides(sweep):
         kind = "Run with overrides (not the question's own budget or grid)"
@@ -160,18 +160,23 @@ def run_line(sweep: Sweep, name: str) -> str:
         kind = f"Incomplete run ({len(sweep.unfinished)} of {total} jobs left no result, listed below)" + (
             ", with overrides" if changed_overrides(sweep) else ""
         )
+    budget = sweep.lab.get("budget")
+    if run_budget(sweep.lab):  # one of the question's other budgets: which, whatever else the run changed
+        kind += f" at budget `{budget}`" if kind == "Full run" else f", from budget `{budget}`"
+    elif budget is not None and kind == "Full run":  # a run with overrides is not the own budget as it stands
+        kind += f" at budget `{budget}` (the question's own)"
     return f"{kind}, {date.today().isoformat()}, on {machine_line(sweep)}: `{command}`. {wall_line(sweep)}".rstrip()
 
 
-def measured_block(sweep: Sweep, report: str, plots: list[Path], name: str) -> str:
-    """The report from its measured table to the end of the verdict, under the run line; headings one level down,
-    links to the plots (and the per-seed CSV) pointing into docs/lab/<name>/."""
+def measured_block(sweep: Sweep, report: str, plots: list[Path], name: str, folder: str = "", level: int = 4) -> str:
+    """The report from its measured table to the end of the verdict, under the run line; its headings at `level`,
+    links to the plots (and the per-seed CSV) pointing into docs/lab/<folder, by default the name>/."""
     lines = report.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("### Measured"))
-    body = [line.replace("### ", "#### ", 1) if line.startswith("### ") else line for line in lines[start:]]
+    body = [line.replace("### ", "#" * level + " ", 1) if line.startswith("### ") else line for line in lines[start:]]
     text = "\n".join([run_line(sweep, name), "", *body])
     for path in plots:
-        text = text.replace(f"]({path.name})", f"](lab/{name}/{path.name})")
+        text = text.replace(f"]({path.name})", f"](lab/{folder or name}/{path.name})")
     return text.rstrip() + "\n"
 
 
@@ -230,19 +235,203 @@ def publish(sweep_dir: str | Path, docs: str | Path) -> tuple[str, str]:
     if sweep.lab.get("mode") == "quick":
         raise ValueError(f"{sweep_dir} is a quick run (a budget of seconds); publish a full-budget sweep")
     name = sweep.lab.get("name")
-    before, after = split_at_markers(docs.read_text(), name, docs)
-    image_dir = docs.parent / "lab" / name
+    budget = run_budget(sweep.lab)
+    # a budget's block goes beside the question's main section, which must be there (its markers say where)
+    text = docs.read_text()
+    before, after = split_at_markers(text, name, docs)
+    folder = budget_folder(name, budget) if budget else name
+    image_dir = docs.parent / "lab" / folder
     _check_writable(docs, image_dir)
     try:
         report, outcome, plots = build_report(sweep)  # the plots and the per-seed CSV go into the sweep directory
         files = [*plots, sweep.directory / PER_SEED_CSV]
         begin, end = markers(name)
-        document = f"{before}{begin}\n{measured_block(sweep, report, files, name)}{end}{after}"
+        if budget:
+            block = measured_block(sweep, report, files, name, folder, level=5)
+            document = with_budget_block(text, name, budget, block)
+        else:
+            document = f"{before}{begin}\n{measured_block(sweep, report, files, name)}{end}{after}"
+        document = with_budget_tables(document)  # a new main section is a column of its question's table too
         document = earlier_rule_notes(document)
         _swap_in(docs, with_summary(document) if SUMMARY_BEGIN in document else document, files, image_dir)
     except OSError as err:
         raise ValueError(f"{err.filename or docs}: {err.strerror or err}; nothing was published") from None
     return name, outcome
+
+
+# ---- a question's budgets: their blocks and the outcome-against-budget table -------------------------------------
+
+
+def budget_folder(name: str, budget: str) -> str:
+    """The plots of a budget: beside, not inside, docs/lab/<name>/, which a publish of the main section replaces."""
+    return f"{name}-budget-{budget}"
+
+
+def budget_markers(name: str) -> tuple[str, str]:
+    """The region of a question's budgets: the table and one measured block per budget, `<name>@<budget>`."""
+    return f"<!-- budgets:{name} -->", f"<!-- /budgets:{name} -->"
+
+
+def _budget_bodies(region: str, name: str) -> dict[str, str]:
+    """budget -> its published block (between its own markers) in a budgets region."""
+    found = re.finditer(
+        rf"<!-- measured:{re.escape(name)}@([A-Za-z0-9_]+) -->\n(.*?)<!-- /measured:{re.escape(name)}@\1 -->",
+        region,
+        flags=re.DOTALL,
+    )
+    return {m.group(1): m.group(2) for m in found}
+
+
+def _stamp_facts(body: str) -> dict | None:
+    """The report's facts (report.summary_stamp) in a published block; None when it has none."""
+    stamp = next((line for line in body.splitlines() if line.startswith(SUMMARY_STAMP)), None)
+    return None if stamp is None else json.loads(stamp[len(SUMMARY_STAMP) :].rsplit("-->", 1)[0])
+
+
+def _main_body(document: str, name: str) -> str | None:
+    begin, end = markers(name)
+    if begin not in document or end not in document:
+        return None
+    return document.split(begin, 1)[1].split(end, 1)[0]
+
+
+def budget_columns(document: str, name: str) -> tuple[list[tuple[str, dict]], str]:
+    """The question's budgets as published, in increasing work per job (tokens seen; unknown last): [(budget, the
+    block's facts)], and a line saying why the question's own budget is not among them, when it is not."""
+    begin, end = budget_markers(name)
+    if begin not in document or end not in document:
+        return [], ""
+    bodies = _budget_bodies(document.split(begin, 1)[1].split(end, 1)[0], name)
+    columns = [(b, facts) for b, body in bodies.items() if not _overridden(body) and (facts := _stamp_facts(body))]
+    changed = [f"`{b}`" for b, body in bodies.items() if _overridden(body)]
+    main = _main_body(document, name) or ""
+    facts = _stamp_facts(main)
+    own = (facts or {}).get("budget") or _own_budget(name)
+    named = f" (`{own}`)" if own else ""
+    missing = ""
+    if changed:
+        missing = f"Not in the table: {', '.join(changed)}, published from a run with overrides (not the budget as "
+        missing += "declared). "
+    if _overridden(main):
+        missing += f"The question's own budget{named}: the Measured section above is a run with overrides, not the "
+        missing += "config as it stands, so it has no column."
+    elif facts is not None and "claim_checks" in facts:
+        columns.append((own or "own", facts))
+    elif facts is not None:
+        missing += f"The question's own budget{named}, the Measured section above, was published before the checks' "
+        missing += "outcomes were recorded per budget; publish it again to add its column."
+    elif "Verdict:" in main:
+        missing += f"The question's own budget{named}, the Measured section above, was decided under the earlier "
+        missing += "rule, which recorded no intervals: it has no column until it is run and published again."
+    else:
+        missing += f"The question's own budget{named} has not been published yet."
+
+    def order(column):
+        work = column[1].get("work")
+        return (work is None, work["count"] if work else 0, column[0])
+
+    return sorted(columns, key=order), missing.strip()
+
+
+def _overridden(body: str) -> bool:
+    """Does a published block come from a run with overrides (run_line), rather than from a budget as declared?"""
+    return re.match(r"(Run with overrides|Incomplete run \([^)]*\), with overrides)", body.strip()) is not None
+
+
+def _own_budget(name: str) -> str | None:
+    """The name of the budget the question's config runs at, as the config says now (None: it does not say)."""
+    from .questions import question, question_names
+
+    return question(name).get("budget") if name in question_names() else None
+
+
+def _work_text(work: dict | None) -> str:
+    if not work:
+        return "work per job not known"
+    count = f"{work['count']:,}" if work["low"] == work["count"] else f"{work['low']:,} to {work['count']:,}"
+    return f"{count} {work['unit']} per job"
+
+
+def _cell(check: dict) -> str:
+    """A check's outcome with its effects and 95% intervals, positive being what the claim predicts."""
+    unit = f" ({check['unit']})" if check.get("unit") else ""
+    effects = "; ".join(f"{e:+.3g} [{low:+.3g}, {high:+.3g}]" for e, low, high in check.get("effects") or [])
+    return f"{check['outcome']}: {effects}{unit}" if effects else check["outcome"]
+
+
+def budget_table(document: str, name: str) -> list[str]:
+    """The outcome-against-budget table of a question, generated from its published blocks' facts."""
+    columns, missing = budget_columns(document, name)
+    lines = [
+        "#### Outcome against budget",
+        "",
+        "Generated by `publish` from the Measured results of each budget of this question (the question's own above, "
+        "the others below); not edited by hand. Columns go from the least to the most training (what each job "
+        "trained on, computed from its config). Each cell is the claim check's outcome, its effect and the effect's "
+        "95% interval, oriented so that a positive effect is what the claim predicts (one per comparison for a "
+        "trend or an interior optimum).",
+        "",
+    ]
+    if columns:
+        head = ["claim check", *(f"`{budget}`: {_work_text(facts.get('work'))}" for budget, facts in columns)]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines.append("| **verdict** | " + " | ".join(facts["outcome"] for _, facts in columns) + " |")
+        names = list(dict.fromkeys(c["name"] for _, facts in columns for c in facts.get("claim_checks") or []))
+        for check in names:
+            cells = []
+            for _, facts in columns:
+                found = [c for c in facts.get("claim_checks") or [] if c["name"] == check]
+                cells.append(_cell(found[0]) if found else "not a check at this budget")
+            lines.append(f"| {check} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return [*lines, *([missing, ""] if missing else [])]
+
+
+def budget_region(document: str, name: str, bodies: dict[str, str]) -> str:
+    """The whole region of a question's budgets: its table, then each budget's block under a heading, in the order of
+    the table's columns."""
+    begin, end = budget_markers(name)
+    wrapped = {b: f"<!-- measured:{name}@{b} -->\n{body}<!-- /measured:{name}@{b} -->" for b, body in bodies.items()}
+    # the table reads the blocks as they will stand, beside the document's main section
+    probe = _replace_region(document, name, "\n".join([begin, *wrapped.values(), end]))
+    columns = dict(budget_columns(probe, name)[0])
+    order = [*(b for b in columns if b in wrapped), *(b for b in wrapped if b not in columns)]
+    parts = [begin, *budget_table(probe, name)]
+    for budget in order:
+        work = _work_text((columns.get(budget) or {}).get("work"))
+        parts += [f"#### Budget `{budget}` ({work})", "", wrapped[budget], ""]
+    return "\n".join([*parts, end])
+
+
+def _replace_region(document: str, name: str, region: str) -> str:
+    """The document with the question's budgets region replaced, or put right after its main section."""
+    begin, end = budget_markers(name)
+    if begin in document and end in document:
+        before, rest = document.split(begin, 1)
+        return before + region + rest.split(end, 1)[1]
+    closing = markers(name)[1]
+    before, after = document.split(closing, 1)
+    return f"{before}{closing}\n\n{region}{after}"
+
+
+def with_budget_block(document: str, name: str, budget: str, block: str) -> str:
+    """The document with the block of one budget of the question put in (replacing that budget's earlier one)."""
+    begin, end = budget_markers(name)
+    bodies = {}
+    if begin in document and end in document:
+        bodies = _budget_bodies(document.split(begin, 1)[1].split(end, 1)[0], name)
+    bodies[budget] = block
+    return _replace_region(document, name, budget_region(document, name, bodies))
+
+
+def with_budget_tables(document: str) -> str:
+    """Every question's budgets region rebuilt from its blocks (a main section published anew changes a column)."""
+    for name in re.findall(r"<!-- budgets:([^ ]+) -->", document):
+        begin, end = budget_markers(name)
+        if end in document:
+            bodies = _budget_bodies(document.split(begin, 1)[1].split(end, 1)[0], name)
+            document = _replace_region(document, name, budget_region(document, name, bodies))
+    return document
 
 
 # ---- the summary at the top of docs/lab.md ----------------------------------------------------------------------
@@ -316,6 +505,8 @@ def summary_rows(document: str) -> list[dict[str, str]]:
     references: dict = {}  # computed once per question data (published_shortfalls)
     for match in _BLOCK.finditer(document):
         _, name, body, _ = match.groups()
+        if "@" in name:  # a budget's block: its question's row says how the outcome moves (below)
+            continue
         row = {"question": f"`{name}`: {_title(name)}", "checks": "", "seeds": "", "did not learn": "", "jobs": ""}
         run = next((_RUN.match(line) for line in body.splitlines() if _RUN.match(line)), None)
         row["run"] = f"{run.group(1)}, {run.group(2)}" if run else ""
@@ -347,6 +538,10 @@ def summary_rows(document: str) -> list[dict[str, str]]:
             row["jobs"] = f"{jobs.group(1)} jobs, {jobs.group(2)} s" if jobs else ""
         else:
             row["outcome"] = "not measured yet"
+        columns, _ = budget_columns(document, name)
+        if columns:  # the outcome as the models train longer, from the question's outcome-against-budget table
+            moves = " → ".join(f"`{budget}` {facts['outcome']}" for budget, facts in columns)
+            row["outcome"] += f"; against budget (least to most training): {moves}"
         rows.append(row)
     return rows
 

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -20,11 +21,12 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from . import reference, stats, timing
+from .budgets import budget_overrides, run_budget
 from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, select, verdict
 from .metric_names import header
 from .plots import write_plots
 from .sweep import Sweep, Unfinished, load_sweep, short
-from .work import work_line
+from .work import sweep_work, work_line
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +150,47 @@ def wall_line(sweep: Sweep) -> str:
 
 
 def shown_overrides(sweep: Sweep) -> list[str]:
-    """The command line's overrides, less the experiment (the question itself) and where the sweep was written."""
-    return [o for o in sweep.overrides if not o.startswith(("experiment=", "hydra.sweep.dir=", "hydra.sweep.subdir="))]
+    """The command line's overrides, less the experiment (the question itself), where the sweep was written and
+    those `--budget` added (run_command names the budget instead)."""
+    shown = [o for o in sweep.overrides if not o.startswith(("experiment=", "hydra.sweep.dir=", "hydra.sweep.subdir="))]
+    for override in budget_overrides(sweep.lab):
+        if override in shown:  # once: the same key given again after it (a shorter run) is an override of its own
+            shown.remove(override)
+    return shown
+
+
+def run_command(sweep: Sweep, name: str) -> str:
+    """The command that runs the sweep again: `python -m zoo.lab run <name> [--budget <b>] [overrides]`."""
+    budget = run_budget(sweep.lab)
+    return " ".join(
+        [
+            "python -m zoo.lab run",
+            name,
+            *(["--budget", budget] if budget else []),
+            *map(shlex.quote, shown_overrides(sweep)),
+        ]
+    )
+
+
+def budget_text(sweep: Sweep) -> str:
+    """Which of the question's budgets the sweep ran at (empty for a question without budgets)."""
+    budget = sweep.lab.get("budget")
+    if budget is None:
+        return ""
+    # a quick run, a GPU run or any other override changes what the budget trains: say so beside its name
+    changed = ", then changed by the overrides below" if changed_overrides(sweep) else ""
+    if run_budget(sweep.lab):
+        return f"Budget: `{budget}` (`--budget {budget}`: {' '.join(sweep.lab['budgets'][budget])}){changed}."
+    return f"Budget: `{budget}` (the question's own config){changed}."
+
+
+def work_facts(sweep: Sweep) -> dict | None:
+    """What each job trained on, for the outcome-against-budget table's order: {count (the most any job saw), low
+    (the least), unit}; None when no job's config says (zoo/lab/work.py)."""
+    known = [w for w in sweep_work(sweep) if w is not None]
+    if not known:
+        return None
+    return {"count": max(w.count for w in known), "low": min(w.count for w in known), "unit": known[0].unit}
 
 
 def changed_overrides(sweep: Sweep) -> list[str]:
@@ -220,6 +261,13 @@ def summary_stamp(
         "did_not_learn": [sweep.label(k) for k in not_learned],
         "reference": "; ".join(dict.fromkeys(r.bar_text() for r in found.values())) or None,
         "points": len(sweep.points),
+        "budget": sweep.lab.get("budget"),
+        "work": work_facts(sweep),
+        # each claim check's outcome and effects: the columns of the outcome-against-budget table (publish.py)
+        "claim_checks": [
+            {"name": r.name, "outcome": r.outcome, "effects": [list(e) for e in r.effects], "unit": r.unit}
+            for r in claims
+        ],
     }
     return SUMMARY_STAMP + json.dumps(facts) + " -->"
 
@@ -249,6 +297,7 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     if lab.get("source"):
         lines += [f"Source: {lab['source']}", ""]
     lines += [f"Sweep: `{sweep.directory}`. " + wall_line(sweep), ""]
+    lines += [budget_text(sweep), ""] if budget_text(sweep) else []
     if shown_overrides(sweep):
         lines += ["Overrides: `" + " ".join(shown_overrides(sweep)) + "`", ""]
     lines += ["### Measured (mean ± sample standard deviation over seeds)", ""]
