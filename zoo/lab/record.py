@@ -1,5 +1,6 @@
 """What a lab job adds to its result.json: every scalar metric it logged and what its lab callbacks recorded
-(probe histories, curves such as the loss per position). train.py calls `lab_record` when it writes the file."""
+(probe histories, curves such as the loss per position, the per-example record of zoo/lab/per_example.py). train.py
+calls `lab_record` when it writes the file."""
 
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ def merge_records(records: list[dict]) -> dict:
 
 
 def lab_record(trainer, metrics: dict) -> dict:
-    """{"metrics": {...}, "series": {...}, "probes": {...}}: the trainer's final metrics and the callbacks' records."""
+    """{"metrics": {...}, "series": {...}, "probes": {...}, "per_example": {...}}: the trainer's final metrics and
+    the callbacks' records."""
     records = [cb.lab_record() for cb in trainer.callbacks if hasattr(cb, "lab_record")]
     merged = merge_records([{"metrics": scalar_metrics(metrics)}, *records])
-    return {k: merged[k] for k in ("metrics", "series", "probes") if k in merged}
+    return {k: merged[k] for k in ("metrics", "series", "probes", "per_example") if k in merged}
 
 
 def log_on_rank_zero(trainer, values: dict[str, float]) -> None:
