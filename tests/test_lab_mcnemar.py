@@ -176,7 +176,7 @@ def test_the_text_names_mcnemar_its_counts_and_the_seed_level_interval():
     result = check_on(list(first), list(second))
     assert result.outcome == "supported"
     assert "McNemar, pooled over 5 seeds: b=50, c=200 of 4360 examples" in result.detail
-    assert "decided by McNemar" in result.detail and "seed-level paired t" in result.detail
+    assert "McNemar decides" in result.detail and "seed-level paired t" in result.detail
 
 
 def test_a_seed_without_the_record_falls_back_to_the_t_test_and_says_so():

@@ -287,7 +287,7 @@ def _mcnemar_step(a: dict, b: dict, direction: str, rule: Rule, pairs: list) -> 
     if rule.boundary:
         text += f", smallest effect {rule.boundary:g}"
     text += (
-        f"; decided by McNemar, which conditions on the trained models (seed-level {seed_level.method}: "
+        f"; McNemar decides, conditioning on the trained models (seed-level {seed_level.method}: "
         f"{seed_level.estimate:+.3g} [95% CI {t_low:+.3g}, {t_high:+.3g}], {seed_level.n} seeds)"
     )
     return Step(text, effect.p_above(rule.boundary), effect.p_below(rule.boundary))

@@ -194,7 +194,8 @@ class McNemar(Effect):
     def oriented(self, sign: float) -> McNemar:
         if sign > 0:
             return self
-        return McNemar(-self.estimate, self.se, self.df, self.n, self.method, b=self.c, c=self.b, total=self.total)
+        estimate = -self.estimate + 0.0  # no difference reads 0, not -0
+        return McNemar(estimate, self.se, self.df, self.n, self.method, b=self.c, c=self.b, total=self.total)
 
 
 def mcnemar(pairs) -> McNemar:
