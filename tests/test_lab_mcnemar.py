@@ -102,6 +102,12 @@ def test_the_interval_is_where_the_one_sided_tests_stop_rejecting():
     assert effect.tost(1.0) < 1e-6 and effect.n == 5 and effect.df == math.inf
 
 
+def test_the_t_helpers_take_infinite_degrees_of_freedom_as_the_normal():
+    # McNemar's effects carry df = inf: anything that reads them through the t helpers gets the normal tail
+    assert stats.t_upper_tail(1.959964, math.inf) == pytest.approx(0.025, abs=1e-6)
+    assert stats.t_quantile(0.975, math.inf) == pytest.approx(1.959964, abs=1e-6)
+
+
 def test_pooling_sums_each_seeds_discordant_counts():
     effect = stats.mcnemar([counts(1, 4, 50), counts(2, 3, 60)])
     assert (effect.b, effect.c, effect.total, effect.n) == (3, 7, 110, 2)
@@ -208,6 +214,10 @@ def test_similar_and_other_metrics_keep_the_t_test_without_a_note():
     samples = {("a",): {"m": dict(zip(SEEDS, [1.0, 2, 3, 4, 5]))}, ("b",): {"m": dict(zip(SEEDS, [2.0, 3, 4, 5, 7]))}}
     check = {"name": "c", "metric": "m", "expect": "less", "points": [{"p": "a"}, {"p": "b"}]}
     assert "McNemar" not in evaluate(check, samples, POINTS, 0).detail
+    # val/acc without any record (a sweep from before the recorder): the t test, and the text says why
+    samples = {key: {"val/acc": {s: v / 10 for s, v in values["m"].items()}} for key, values in samples.items()}
+    detail = evaluate({**check, "metric": "val/acc"}, samples, POINTS, 0).detail
+    assert "t test, not McNemar: no job recorded which dev examples it got right" in detail
 
 
 # ---- records read back from a sweep ---------------------------------------------------------------------------------

@@ -257,6 +257,8 @@ def _per_example_pairs(a: dict, b: dict) -> tuple[list | None, str]:
         return None, "the points ran different seeds"
     records = [(a.per_example.get(s), b.per_example.get(s)) for s in sorted(a)]
     lacking = [s for s, (x, y) in zip(sorted(a), records) if x is None or y is None]
+    if len(lacking) == len(records):  # e.g. a sweep run before the jobs recorded them
+        return None, "no job recorded which dev examples it got right"
     if lacking:
         return None, f"no per-example record for seed(s) {', '.join(map(str, lacking))}"
     if any(x.examples != y.examples or x.n != y.n for x, y in records):
