@@ -124,6 +124,8 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
     assert OmegaConf.select(cfg, "hydra.callbacks.lab_report._target_") == "zoo.lab.report.LabReport"
     callbacks = build_callbacks(cfg.callbacks)
     assert any(type(c).__name__ == "AttentionProbe" for c in callbacks)
+    if cfg.get("optimized_metric") == "val/acc":  # the classifiers record their dev examples, for McNemar's test
+        assert any(type(c).__name__ == "PerExampleRecorder" for c in callbacks)
     if cfg.get("lab_measure") is not None:
         assert callable(hydra.utils.get_method(cfg.lab_measure._target_))
     datamodule = None

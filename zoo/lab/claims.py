@@ -21,6 +21,11 @@ How a claim check is decided (zoo/lab/stats.py does the arithmetic):
   interval: a paired t interval over the seeds both points ran (the data order is shared through the seed), a Welch
   interval when their seeds differ, a one-sample interval against a threshold. With `factor` the effect is the log
   of the ratio of the two points and its boundary log(factor); otherwise the boundary is the smallest effect.
+- Accuracies on a fixed dev set (`val/acc`): a `less`/`greater` comparison of two points (each step of a trend or
+  interior check too) is tested example by example, McNemar's test pooled over the seeds (stats.mcnemar), when every
+  seed both points ran recorded which dev examples it got right, over the same examples (zoo/lab/per_example.py);
+  the seed-level paired t interval is shown beside it, and the text says which decided. Otherwise the t test
+  decides, and the text says why McNemar could not. `similar` stays a TOST on the t interval.
 - Directional checks: **supported** when the effect is above the boundary (one-sided p < 0.025 after Holm's
   correction, i.e. the interval clears it), **contradicted** when it is below it (the effect is reversed, or smaller
   than worth reporting), **inconclusive** otherwise. `above`/`below` use the threshold itself as the boundary.
@@ -86,6 +91,21 @@ class Stat:
         if self.mean == math.inf:
             return "diverged (counted as worst)"
         return f"{self.mean:.4g} ± {self.sd:.2g}" if math.isfinite(self.mean) else "non-finite"
+
+
+# The metrics that may carry a per-example record (zoo/lab/per_example.py): a check on one of them says why it fell
+# back to the t test.
+PER_EXAMPLE_METRICS = ("val/acc",)
+
+
+class Seeds(dict):
+    """A point's values of a metric, {seed: value}, and the per-example records of those seeds ({seed: a
+    sweep.PerExample}; empty when none) for McNemar's test."""
+
+    def __init__(self, values: dict, metric: str = "", per_example: dict | None = None) -> None:
+        super().__init__(values)
+        self.metric = metric
+        self.per_example = per_example or {}
 
 
 @dataclass
@@ -232,9 +252,63 @@ def _diverged_step(a: dict, b: dict | None, direction: str) -> Step | None:
     return Step(text, 0.0, 1.0) if claim_true else Step(text, 1.0, 0.0)
 
 
+def _per_example_pairs(a: dict, b: dict) -> tuple[list | None, str]:
+    """Each paired seed's two correctness vectors over the same examples, for McNemar; (None, why not) when some
+    seed lacks them, (None, "") when the metric is not one that is recorded per example."""
+    metric = getattr(a, "metric", "")
+    if metric != getattr(b, "metric", "") or not (metric in PER_EXAMPLE_METRICS or getattr(a, "per_example", None)):
+        return None, ""
+    if set(a) != set(b):
+        return None, "the points ran different seeds"
+    records = [(a.per_example.get(s), b.per_example.get(s)) for s in sorted(a)]
+    lacking = [s for s, (x, y) in zip(sorted(a), records) if x is None or y is None]
+    if len(lacking) == len(records):  # e.g. a sweep run before the jobs recorded them
+        return None, "no job recorded which dev examples it got right"
+    if lacking:
+        return None, f"no per-example record for seed(s) {', '.join(map(str, lacking))}"
+    if any(x.examples != y.examples or x.n != y.n for x, y in records):
+        return None, "the points' records cover different dev examples"
+    pairs = []
+    for s, (x, y) in zip(sorted(a), records):
+        vectors = x.correct(), y.correct()
+        # the vector must be the accuracy the seed reports (sweep.py checked the record's own number; this, the file)
+        if any(v is None or abs(float(v.mean()) - value) > 1e-6 for v, value in zip(vectors, (a[s], b[s]))):
+            return None, f"the per-example record of seed {s} is unreadable or not its {metric}"
+        pairs.append(vectors)
+    return pairs, ""
+
+
+def _mcnemar_step(a: dict, b: dict, direction: str, rule: Rule, pairs: list) -> Step:
+    """McNemar's test of one comparison, pooled over the paired seeds, with the seed-level t interval beside it."""
+    sign = 1 if direction == "less" else -1  # as _effect_step: positive is what the claim says
+    pooled = stats.mcnemar(pairs)
+    effect = pooled.oriented(sign)
+    low, high = effect.interval()
+    seed_level = stats.compare(a, b).oriented(sign)
+    t_low, t_high = seed_level.interval()
+    n_seeds = pooled.n
+    text = (
+        f"effect {effect.estimate:+.3g} [95% CI {low:+.3g}, {high:+.3g}] (McNemar, pooled over {n_seeds} seeds: "
+        f"b={pooled.b}, c={pooled.c} of {pooled.total} examples; b: only the first point right, c: only the second)"
+    )
+    if rule.boundary:
+        text += f", smallest effect {rule.boundary:g}"
+    text += (
+        f"; McNemar decides, conditioning on the trained models (seed-level {seed_level.method}: "
+        f"{seed_level.estimate:+.3g} [95% CI {t_low:+.3g}, {t_high:+.3g}], {seed_level.n} seeds)"
+    )
+    return Step(text, effect.p_above(rule.boundary), effect.p_below(rule.boundary), [(effect.estimate, low, high)])
+
+
 def _effect_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
-    """The t test of one comparison. a, b: {seed: value}; b a number for a threshold."""
+    """The test of one comparison: McNemar's for accuracies recorded per example (see _per_example_pairs), else
+    the t test. a, b: {seed: value}; b a number for a threshold."""
     threshold = not isinstance(b, dict)
+    fallback = ""
+    if not threshold and rule.factor is None and direction in ("less", "greater"):
+        pairs, fallback = _per_example_pairs(a, b)
+        if pairs is not None:
+            return _mcnemar_step(a, b, direction, rule, pairs)
     if rule.factor is not None and not threshold:
         if min([*a.values(), *b.values()]) <= 0:
             return Step("inconclusive: a ratio (factor) needs positive values")
@@ -259,6 +333,8 @@ def _effect_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
         text += f", ratio needed {rule.factor:g}"
     elif boundary:
         text += f", smallest effect {boundary:g}"
+    if fallback:
+        text += f"; t test, not McNemar: {fallback}"
     return Step(text, effect.p_above(boundary), effect.p_below(boundary), measured)
 
 
@@ -310,9 +386,11 @@ def evaluate(
     points: dict[tuple, dict[str, str]],
     index: int,
     lab: dict | None = None,
+    per_example: dict | None = None,
 ) -> CheckResult:
     """The check's comparisons and their p-values before Holm's correction (decide() turns them into outcomes).
-    samples: point -> metric -> {seed: value}."""
+    samples: point -> metric -> {seed: value}; per_example: point -> metric -> {seed: sweep.PerExample}, the
+    records McNemar's test needs (None: none)."""
     check_config(check, index)
     name, kind = check.get("name", f"check {index}"), check.get("kind", "claim")
     metric, expect = check["metric"], check["expect"]
@@ -321,6 +399,8 @@ def evaluate(
     if check.get("metric_b") and len(keys) == 2:
         metrics[1] = check["metric_b"]
     values = [samples.get(k, {}).get(m) if k is not None else None for k, m in zip(keys, metrics)]
+    records = [(per_example or {}).get(k, {}).get(m) for k, m in zip(keys, metrics)]
+    values = [Seeds(v, m, r) if v else v for v, m, r in zip(values, metrics, records)]
     if any(not v for v in values):
         missing = ", ".join(dict.fromkeys(metrics))
         return CheckResult(

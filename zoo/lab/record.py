@@ -1,5 +1,6 @@
 """What a lab job adds to its result.json: every scalar metric it logged and what its lab callbacks recorded
-(probe histories, curves such as the loss per position). train.py calls `lab_record` when it writes the file."""
+(probe histories, curves such as the loss per position, the per-example record of zoo/lab/per_example.py). train.py
+calls `lab_record` when it writes the file."""
 
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ def merge_records(records: list[dict]) -> dict:
 
 
 def lab_record(trainer, metrics: dict) -> dict:
-    """{"metrics": {...}, "series": {...}, "probes": {...}}: the trainer's final metrics and the callbacks' records."""
+    """{"metrics": {...}, "series": {...}, "probes": {...}, "per_example": {...}}: the trainer's final metrics and
+    the callbacks' records."""
     records = [cb.lab_record() for cb in trainer.callbacks if hasattr(cb, "lab_record")]
     # The threads the job trained with: a published run states them, and the process that publishes may have other.
     threads = {"lab/threads": float(torch.get_num_threads())}
     merged = merge_records([{"metrics": {**scalar_metrics(metrics), **threads}}, *records])
-    return {k: merged[k] for k in ("metrics", "series", "probes") if k in merged}
+    return {k: merged[k] for k in ("metrics", "series", "probes", "per_example") if k in merged}
 
 
 def log_on_rank_zero(trainer, values: dict[str, float]) -> None:

@@ -38,7 +38,9 @@ SUMMARY_STAMP = "<!-- lab-summary: "
 PER_SEED_CSV = "lab_per_seed.csv"  # one row per job, beside the plots
 RULE_TEXT = (
     "Each check gives its effect with a 95% confidence interval (paired t over the seeds both points ran, Welch t "
-    "otherwise; a `factor` is tested on the log ratio). A claim check is supported when the effect clears the "
+    "otherwise; a `factor` is tested on the log ratio; a `less`/`greater` comparison of dev accuracies by McNemar's "
+    "test pooled over the seeds where every seed recorded which dev examples it got right, the seed-level t interval "
+    "shown beside it). A claim check is supported when the effect clears the "
     "smallest effect of interest (the threshold for `above`/`below`; for `similar`, TOST inside the equivalence "
     f"bound), contradicted when it falls short of it, each at a one-sided p < {stats.ALPHA:g} after Holm's correction "
     f"over the question's claim checks; inconclusive otherwise, and always with fewer than {stats.MIN_SEEDS} seeds "
@@ -279,8 +281,10 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     samples = sweep.samples(metrics + timing.companions(timed_metrics(sweep, metrics)))
     checks = lab.get("checks", [])
     found, not_learned, reference_lines = references(sweep)
+    per_example = sweep.per_example(metrics)  # which dev examples each job got right, for McNemar's test
     results = [
-        _left_undecided(evaluate(c, samples, sweep.points, i, lab), c, sweep, not_learned) for i, c in enumerate(checks)
+        _left_undecided(evaluate(c, samples, sweep.points, i, lab, per_example), c, sweep, not_learned)
+        for i, c in enumerate(checks)
     ]
     results = decide(results)  # Holm's correction over the claim checks that a test could decide
     outcome = verdict(results)

@@ -1,7 +1,7 @@
 """The statistics behind the lab's checks: an effect with its 95% confidence interval, one-sided t tests against
 a boundary, TOST for equivalence, and Holm's step-down correction.
 
-Every test here is a t test on a handful of seeds: the seeds of one arm are independent runs, and two arms that
+Most tests here are t tests on a handful of seeds: the seeds of one arm are independent runs, and two arms that
 ran the same seeds share their data order (`data.seed`), so their per-seed differences are paired. Nothing here
 knows about sweeps or configs (zoo/lab/claims.py turns checks into these calls).
 
@@ -9,9 +9,10 @@ Conventions: an `Effect` is the estimate of `b - a` (or of `a - threshold`), ori
 positive value is the direction the claim predicts. One-sided p-values answer "how surprising is this estimate if
 the true effect were at (or beyond) the boundary on the other side".
 
-Not here yet: McNemar's test for accuracies on a fixed dev set would pair the two arms example by example and is
-sharper than a t test over seeds, but the jobs record only the accuracy, not per-example predictions. Checked
-against known cases in tests/test_lab_stats.py.
+Accuracies on a fixed dev set are also compared example by example (McNemar's test, `mcnemar` below) when both
+arms recorded which dev examples they got right (zoo/lab/per_example.py): the examples one arm gets right and the
+other wrong carry the whole difference, and there are hundreds of them per seed instead of one number. Checked
+against known cases in tests/test_lab_stats.py and tests/test_lab_mcnemar.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize as _scipy_optimize
 from scipy import stats as _scipy
 
 CONFIDENCE = 0.95  # the interval shown with every effect
@@ -45,7 +47,7 @@ class Effect:
     se: float
     df: float
     n: int  # seeds behind it (pairs for a paired test, the smaller arm otherwise)
-    method: str  # "paired t", "Welch t", "one-sample t"
+    method: str  # "paired t", "Welch t", "one-sample t", "McNemar"
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
         if self.se == 0.0:  # every seed gave the same number: the estimate is exact as far as the runs can tell
@@ -113,6 +115,106 @@ def compare(a: dict, b: dict) -> Effect:
         seeds = sorted(a)
         return paired([a[s] for s in seeds], [b[s] for s in seeds])
     return welch(list(a.values()), list(b.values()))
+
+
+# ---- accuracies on the same examples: McNemar ------------------------------------------------------------------
+
+
+def _null_discordance(b: int, c: int, n: int, delta: float) -> float:
+    """The discordance p_b + p_c that best explains counts (b, c) among n examples if the true difference
+    p_c - p_b were `delta`: the restricted maximum likelihood of the multinomial (b, c, concordant), the positive
+    root of 2n x^2 - (b + c - delta (2n + b - c)) x - b delta (1 - delta) = 0 for x = p_b (Tango 1998, eq. 3)."""
+    linear = b + c - delta * (2 * n + b - c)
+    x = (linear + math.sqrt(linear**2 + 8 * n * b * delta * (1 - delta))) / (4 * n)
+    return 2 * x + delta
+
+
+@dataclass(frozen=True)
+class McNemar(Effect):
+    """The difference in accuracy (c - b) / n between two arms that classified the same n examples (pooled over
+    seeds): b examples only the first arm got right, c only the second. The other fields are those of `Effect`
+    (se: the plain estimate's, shown; df: inf).
+
+    The tests are score tests (Tango 1998), not the exact binomial test on the b + c discordant pairs: that one
+    tests only a difference of zero, and a check tests against its smallest effect, where the discordance is a
+    nuisance it cannot condition away. At a boundary of zero the score statistic is McNemar's (c - b) / sqrt(b + c),
+    the uncorrected chi-square's root; the lab pools hundreds of discordant pairs over 5 seeds, where its normal
+    tail is close to the exact one (b = 0, c = 10: 0.0016 two-sided against the exact 0.0020). Unlike the Wald
+    interval it does not shrink to nothing when one arm is never the only one right. The interval inverts the
+    same tests, so it clears a boundary exactly when the test at that boundary rejects.
+
+    Pooling sums the counts of every seed's pair of models as if one multinomial had drawn them; the seeds' models
+    differ, and that makes the pooled variance an overestimate of the true one (its between-seed part is a sum of
+    squared differences from the mean), so the tests err on the safe side. What they condition on: the trained
+    models. They answer "do these models differ on examples like the dev set's", not "would retraining with new
+    seeds give the same difference" (the seed-level t test answers that, and claims.py shows it beside)."""
+
+    b: int = 0
+    c: int = 0
+    total: int = 0  # examples over all seeds (each counted once per seed)
+
+    def _score(self, delta: float) -> float:
+        """(estimate - delta) / its standard error if the true difference were delta (signed; +inf or -inf when
+        delta is at an end of what the counts allow and the estimate is not)."""
+        discordance = _null_discordance(self.b, self.c, self.total, delta)
+        variance = max(0.0, (discordance - delta**2) / self.total)
+        distance = self.estimate - delta
+        if variance == 0.0:
+            return 0.0 if distance == 0 else math.copysign(math.inf, distance)
+        return distance / math.sqrt(variance)
+
+    def _tail(self, distance: float) -> float:
+        raise AssertionError("McNemar tests by the score at the boundary (p_above, p_below)")
+
+    def p_above(self, boundary: float) -> float:
+        if boundary >= 1.0:  # no difference in accuracy is larger than 1
+            return 1.0
+        return float(_scipy.norm.sf(self._score(max(boundary, -1.0))))
+
+    def p_below(self, boundary: float) -> float:
+        if boundary <= -1.0:
+            return 1.0
+        return float(_scipy.norm.cdf(self._score(min(boundary, 1.0))))
+
+    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
+        """The differences that neither one-sided test at (1 - confidence) / 2 rejects: below the lower end the test
+        "the effect is above d" rejects, beyond the upper end "the effect is below d" does."""
+        tail = (1 - confidence) / 2
+
+        def bound(p, end: float) -> float:
+            # The p-value moves monotonically from ~1 at the estimate to 0 at the end of the range: find where it
+            # crosses the tail (the end itself when it never does: nothing beyond the counts is excluded).
+            if p(end) >= tail:
+                return end
+            return float(_scipy_optimize.brentq(lambda d: p(d) - tail, self.estimate, end, xtol=1e-10))
+
+        edge = 1.0 - 1e-12  # the score's variance is 0 at exactly +-1
+        return bound(self.p_above, -edge), bound(self.p_below, edge)
+
+    def oriented(self, sign: float) -> McNemar:
+        if sign > 0:
+            return self
+        estimate = -self.estimate + 0.0  # no difference reads 0, not -0
+        return McNemar(estimate, self.se, self.df, self.n, self.method, b=self.c, c=self.b, total=self.total)
+
+
+def mcnemar(pairs) -> McNemar:
+    """Accuracy of arm b minus arm a from their per-example correctness, pooled over seeds. pairs: one (a, b) per
+    seed, each a boolean array over the same examples in the same order (an example's entry: right or wrong)."""
+    b = c = total = seeds = 0
+    for right_a, right_b in pairs:
+        right_a, right_b = np.asarray(right_a, dtype=bool), np.asarray(right_b, dtype=bool)
+        if right_a.shape != right_b.shape or right_a.ndim != 1 or not len(right_a):
+            raise ValueError(f"McNemar needs two vectors over the same examples, got {right_a.shape}, {right_b.shape}")
+        b += int(np.sum(right_a & ~right_b))
+        c += int(np.sum(~right_a & right_b))
+        total += len(right_a)
+        seeds += 1
+    if not seeds:
+        raise ValueError("McNemar needs at least one seed's pair of vectors")
+    estimate = (c - b) / total
+    se = math.sqrt(max(0.0, (b + c) / total - estimate**2) / total)
+    return McNemar(estimate, se, math.inf, seeds, "McNemar", b=b, c=c, total=total)
 
 
 def holm(p_values: list[float]) -> list[float]:

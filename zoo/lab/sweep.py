@@ -8,6 +8,9 @@ listed as missing, and a folder left by an earlier sweep in the same directory i
 A job may hold several arms (a timing question times its arms interleaved in one process, zoo/lab/timing.py): its
 result.json then lists `arms`, each with its own parameters and metrics, and each arm is read as a job of its own
 (the job's parameters plus the arm's), so tables, plots and checks treat arms as points like any other.
+
+A classifier's job may also record which dev examples it got right (zoo/lab/per_example.py): a file beside its
+result.json, read only when a check asks for it (`PerExample.correct`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,6 +27,24 @@ from .claims import Stat, canonical_value
 
 FAILED = "failed.json"  # what a job that failed leaves (zoo.entry.sweep_summary; the lab does not import entries)
 RERUN = "re-run the sweep into a fresh hydra.sweep.dir"
+
+
+@dataclass(frozen=True)
+class PerExample:
+    """A job's record of which dev examples it got right on one metric (written by zoo/lab/per_example.py)."""
+
+    path: Path
+    n: int  # examples in the validation pass
+    of: int  # examples in the dev set (n < of: limit_val_batches cut the pass short)
+    examples: str  # which examples: two records pair only when this agrees
+
+    def correct(self) -> np.ndarray | None:
+        """The vector, one boolean per example in the dev set's order; None when the file is gone or is not it."""
+        try:
+            vector = np.load(self.path, allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        return vector if vector.dtype == bool and vector.shape == (self.n,) else None
 
 
 @dataclass
@@ -33,6 +55,7 @@ class Job:
     series: dict[str, list[float]]
     wall_s: float | None
     arms: list[dict] = field(default_factory=list)  # a job of several arms, before load_sweep splits it
+    per_example: dict[str, PerExample] = field(default_factory=dict)  # metric -> its per-example record
 
 
 @dataclass
@@ -77,6 +100,20 @@ class Sweep:
                 values = {s: j.metrics[m] for s, j in zip(seeds, jobs) if m in j.metrics}
                 if values:
                     out[key][m] = values
+        return out
+
+    def per_example(self, metrics: list[str]) -> dict[tuple, dict[str, dict[str, PerExample]]]:
+        """point -> metric -> {seed: its per-example record}, keyed by seed as `samples` is (seeds without one left
+        out)."""
+        seed_key = self.lab.get("seed_key", "seed")
+        out: dict[tuple, dict[str, dict[str, PerExample]]] = {}
+        for key, jobs in self.members.items():
+            seeds = [j.params.get(seed_key, f"job {j.directory.name}") for j in jobs]
+            out[key] = {}
+            for m in metrics:
+                records = {s: j.per_example[m] for s, j in zip(seeds, jobs) if m in j.per_example}
+                if records:
+                    out[key][m] = records
         return out
 
     def job_dirs(self) -> list[Path]:
@@ -198,7 +235,25 @@ def _read_job(folder: Path, planned: list[dict[str, str]] | None) -> Job | Unfin
     arms = record.get("arms") or []
     if not isinstance(arms, list) or not all(isinstance(a, dict) and isinstance(a.get("params"), dict) for a in arms):
         raise ValueError(f"{result}: 'arms' must be a list of {{params, metrics}}; {RERUN}")
-    return Job(folder, params, metrics, record.get("series") or {}, _wall_time(folder), arms)
+    per_example = _per_example(folder, record, metrics)
+    return Job(folder, params, metrics, record.get("series") or {}, _wall_time(folder), arms, per_example)
+
+
+def _per_example(folder: Path, record: dict, metrics: dict[str, float]) -> dict[str, PerExample]:
+    """The job's per-example records that describe the metric it reports: a record whose share of right examples is
+    not the job's value of the metric is not of the same pass, and is left out (its checks fall back to the t test)."""
+    found = {}
+    entries = record.get("per_example")
+    for metric, entry in entries.items() if isinstance(entries, dict) else ():
+        try:
+            n, of, accuracy = int(entry["n"]), int(entry["of"]), float(entry["accuracy"])
+            path, examples = folder / str(entry["file"]), str(entry["examples"])
+        except (TypeError, KeyError, ValueError):
+            continue
+        # val/acc is a float32 ratio of counts: 1e-6 tells it from any other count of the same n
+        if n > 0 and metric in metrics and abs(metrics[metric] - accuracy) <= 1e-6:
+            found[metric] = PerExample(path, n, of, examples)
+    return found
 
 
 def _split_arms(job: Job) -> list[Job]:

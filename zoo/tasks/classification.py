@@ -192,12 +192,15 @@ class SequenceClassificationTask(ZooTask):
         # The encoder runs on every position, padding included; the pooler and classifier are negligible.
         return self.net.flops_per_token(batch.input_ids.shape[1]) * batch.input_ids.numel()
 
-    def _evaluate(self, batch) -> None:
+    def _evaluate(self, batch) -> dict[str, torch.Tensor]:
         logits = self(batch)
         self.val_loss.update(F.cross_entropy(logits.float(), batch.labels), weight=batch.labels.numel())
         preds = logits.argmax(-1)
         self.val_acc.update(preds, batch.labels)
         self.val_f1.update(preds, batch.labels)
+        # Which rows the accuracy counted as right, for callbacks that compare models row by row (the lab's
+        # zoo.lab.per_example); Lightning hands the step's return to on_validation_batch_end and keeps nothing.
+        return {"correct": preds == batch.labels, "labels": batch.labels}
 
     def _log_evaluation(self, split: str) -> None:
         self.log(f"{split}/loss", self.val_loss.compute(), prog_bar=True)
@@ -206,8 +209,8 @@ class SequenceClassificationTask(ZooTask):
         for metric in (self.val_loss, self.val_acc, self.val_f1):
             metric.reset()
 
-    def validation_step(self, batch, batch_idx: int) -> None:
-        self._evaluate(batch)
+    def validation_step(self, batch, batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._evaluate(batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_evaluation("val")

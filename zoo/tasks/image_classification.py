@@ -191,7 +191,7 @@ class ImageClassificationTask(ZooTask):
         return layer_decay_groups(self.net, self.hparams.weight_decay, self.hparams.layer_decay)
 
     # ---- evaluation ----------------------------------------------------------------------------------------
-    def validation_step(self, batch, batch_idx: int) -> None:
+    def validation_step(self, batch, batch_idx: int) -> dict[str, torch.Tensor]:
         images, labels = batch
         logits = self(images)
         self.val_loss.update(self._loss(logits, labels), weight=labels.numel())
@@ -201,6 +201,9 @@ class ImageClassificationTask(ZooTask):
         if batch_idx == 0:
             k = self.hparams.num_rollout_images
             self._rollout_batch = (images[:k].detach(), labels[:k].detach())
+        # Which images val/acc counted as right (its top-1 is the argmax of the logits), for callbacks that compare
+        # models image by image (the lab's zoo.lab.per_example); Lightning keeps nothing of the step's return.
+        return {"correct": logits.argmax(-1) == labels, "labels": labels}
 
     def on_validation_epoch_end(self) -> None:
         # Metric objects reduce over ranks by themselves; compute() runs on every rank.
