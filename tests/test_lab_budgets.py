@@ -76,26 +76,26 @@ def compose_run(name: str, overrides: list[str]):
 
 def test_run_budget_adds_the_budgets_overrides_its_name_and_its_own_sweep_folder():
     result = subprocess.run(
-        [sys.executable, "-m", "zoo.lab", "run", "heads", "--budget", "steps300", "--dry-run"],
+        [sys.executable, "-m", "zoo.lab", "run", "heads", "--budget", "steps500", "--dry-run"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip()
-    assert line.startswith("would run: ") and "-m experiment=lab/heads trainer.max_steps=300" in line
-    assert "lab.budget=steps300" in line and "${task_name}/budget_steps300/multiruns" in line
+    assert line.startswith("would run: ") and "-m experiment=lab/heads trainer.max_steps=500" in line
+    assert "lab.budget=steps500" in line and "${task_name}/budget_steps500/multiruns" in line
 
-    config = compose_run("heads", run_overrides("heads", "steps300"))
-    assert (config.trainer.max_steps, config.trainer.val_check_interval, config.lab.budget) == (300, 150, "steps300")
-    assert run_overrides("heads", "steps600") == []  # the config's own budget is the plain run
+    config = compose_run("heads", run_overrides("heads", "steps500"))
+    assert (config.trainer.max_steps, config.trainer.val_check_interval, config.lab.budget) == (500, 250, "steps500")
+    assert run_overrides("heads", "steps1000") == []  # the config's own budget is the plain run
     plain = compose_run("heads", [])
-    assert (plain.trainer.max_steps, plain.lab.budget) == (600, "steps600")
+    assert (plain.trainer.max_steps, plain.lab.budget) == (1000, "steps1000")
     # a quick run of a budget: quick's steps win (they come later), and its jobs still say which budget it stands for
-    quick = compose_run("heads", [*run_overrides("heads", "steps300"), "trainer.max_steps=6", "lab.mode=quick"])
-    assert (quick.trainer.max_steps, quick.lab.budget, quick.lab.mode) == (6, "steps300", "quick")
+    quick = compose_run("heads", [*run_overrides("heads", "steps500"), "trainer.max_steps=6", "lab.mode=quick"])
+    assert (quick.trainer.max_steps, quick.lab.budget, quick.lab.mode) == (6, "steps500", "quick")
 
-    with pytest.raises(ValueError, match="'heads' has no budget 'steps9'; its budgets: steps600, steps150, steps300"):
+    with pytest.raises(ValueError, match="'heads' has no budget 'steps9'; its budgets: steps1000, steps250, steps500"):
         run_overrides("heads", "steps9")
     with pytest.raises(ValueError, match="'scaling' has no budget 'steps300'; it declares no budgets"):
         run_overrides("scaling", "steps300")
