@@ -177,7 +177,8 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         def make() -> None:
             progress = folder / "progress.json"
             if progress.is_file() and recorded_options(progress) != asdict(options):
-                # Left by an interrupted run that reached the same files or tokenizer by other paths: start again.
+                # Left by an interrupted run that read the same tokenizer from another path (the key is its JSON, the
+                # options name the path). prepare_shards resumes only the same options: start the shards again.
                 progress.unlink()
             given = self._given() if self._tokenizer_source() is not None else None
             keys = ("data.text_files", "data.val_files")
