@@ -181,3 +181,31 @@ def test_position_split_options_are_checked_and_old_manifests_still_found(texts,
     messages = []
     assert prepare_shards(options, tmp_path / "old", log=messages.append)["shards"] == made["shards"]
     assert messages == [f"already prepared: {path}"]
+
+
+def test_zoo_prepare_makes_the_named_datasets_shards_from_its_config(tmp_path, cache_dir):
+    """`zoo-prepare data=shakespeare_char prepare.split=position` (its options, from the composed config) writes the
+    tokens training reads."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import open_dict
+
+    from zoo.entry.prepare import options_from_config
+
+    from conftest import ROOT
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "zoo" / "conf"), version_base="1.3"):
+        overrides = ["data=shakespeare_char", "prepare.split=position", f"prepare.output_dir={tmp_path / 'shards'}"]
+        cfg = compose(config_name="prepare", overrides=overrides)
+    GlobalHydra.instance().clear()
+    with open_dict(cfg):
+        cfg.paths.root_dir, cfg.paths.cache_dir = str(tmp_path), str(cache_dir)
+    options = options_from_config(cfg)
+    assert options.split == "position" and options.tokenizer == "char"
+    manifest = prepare_shards(options, tmp_path / "shards", log=lambda _: None)
+    dm = LanguageModelDataModule(cache_dir=str(cache_dir))
+    dm.build_splits()
+    assert manifest["tokenizer"] == dm.tokenizer.to_json()
+    for split in ("train", "val"):
+        np.testing.assert_array_equal(split_tokens(tmp_path / "shards", manifest, split), dm.tokens(split))
