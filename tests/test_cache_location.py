@@ -58,7 +58,7 @@ def test_a_run_started_elsewhere_writes_its_caches_beside_the_data_only(tmp_path
     assert_ok(result)
     assert files_under(start) == [] and list(start.iterdir()) == []  # not even an empty data/cache folder
     cached = files_under(data_copy / "cache")
-    assert any(name.endswith("train.bin") for name in cached), cached  # the encoded tokens
+    assert any(name.endswith("/manifest.json") for name in cached), cached  # the encoded tokens, as shards
     assert "builtin/tinyshakespeare/input.txt" in cached  # the package's copy of the text, decompressed once
     assert list((tmp_path / "logs").rglob("last.ckpt"))  # the run itself went where paths.log_dir said
 

@@ -63,7 +63,7 @@ def test_bpe_tokenizer_trains_caches_and_round_trips(data_dir, cache_dir):
     """A byte-level BPE of the requested size is trained once; any text (even unseen characters) round-trips."""
     dm = LanguageModelDataModule(tokenizer="bpe", bpe_vocab_size=512, data_dir=str(data_dir), cache_dir=str(cache_dir))
     assert dm.vocab_size == 512
-    meta = next(cache_dir.glob("tinyshakespeare-bpe-*/meta.json"))
+    meta = next(cache_dir.glob("tinyshakespeare-bpe-*/manifest.json"))
     stamp = meta.stat().st_mtime_ns
     again = LanguageModelDataModule(
         tokenizer="bpe", bpe_vocab_size=512, data_dir=str(data_dir), cache_dir=str(cache_dir)

@@ -131,7 +131,7 @@ def _cache_marker(overrides: list[str]) -> Path:
     data = hydra.utils.instantiate(cfg.data, _convert_="all")
     if hasattr(data, "pairs_folder"):
         return data.pairs_folder() / "pairs.json"
-    return data._cache_folder() / "meta.json"
+    return data._cache_folder() / "manifest.json"
 
 
 @pytest.mark.parametrize("data", list(PREPARED_ONCE))

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from .atomic import atomic_write
-from .lm import TokenWindowsDataModule
 from .resumable import loader_generator
 from .token_shards import TokenStream, read_manifest
+from .token_windows import TokenWindowsDataModule
 from .tokenizer import tokenizer_from_json
 
 INSTALL = "pip install 'transformer-zoo[litdata]'"

@@ -1,50 +1,30 @@
-"""Language-model DataModule: text -> tokenizer -> token memmaps (cached) -> windows of block_size tokens."""
+"""Language-model DataModule: text -> tokenizer -> token shards (cached, zoo/data/prepare.py) -> windows of
+block_size tokens read through memory maps, the same path as `data=token_shards`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 from lightning.pytorch.utilities import rank_zero_info
 
-from .atomic import atomic_write
-from .base import ZooDataModule
+from .prepare import PrepareOptions, prepare_shards, recorded_options
 from .prepare_lock import prepare_once
-from .text import read_text_file
-from .tokenizer import BPETokenizer, CharTokenizer, load_tokenizer, published_tokenizer_files, tokenizer_from_json
-from .windows import DisjointWindows, RandomWindows
+from .token_shards import read_manifest, split_tokens
+from .token_windows import TokenWindowsDataModule
+from .tokenizer import load_tokenizer, published_tokenizer_files, tokenizer_from_json
+
+__all__ = ["LanguageModelDataModule", "TokenWindowsDataModule"]  # the base is still importable from here
+
+log = logging.getLogger(__name__)
 
 TOKENIZERS = ("char", "bpe")  # trained here on the training text; anything else is a path to a tokenizer
 TOKENIZER_PATHS = (
     "a tokenizer.json, a directory holding tokenizer.json or vocab.json + merges.txt, or a zoo checkpoint (.ckpt)"
 )
-
-
-class TokenWindowsDataModule(ZooDataModule):
-    """Causal-LM data as windows of block_size tokens over one token array per split ("train", "val"), which a
-    subclass gives by `tokens(split)`, with its `tokenizer`. Training windows start at every offset; evaluation
-    reads disjoint windows, and the test split is the validation split in full."""
-
-    def tokens(self, split: str):
-        raise NotImplementedError
-
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.vocab_size
-
-    @property
-    def model_fields(self) -> dict:
-        return {"vocab_size": self.vocab_size}
-
-    def train_dataset(self) -> RandomWindows:
-        return RandomWindows(self.tokens("train"), self.hparams.block_size)
-
-    def eval_dataset(self, split: str) -> DisjointWindows:
-        # Validation's windows come in a fixed shuffled order, so that limit_val_batches scores a spread-out sample.
-        seed = self.hparams.val_seed if split == "val" else None
-        return DisjointWindows(self.tokens("val"), self.hparams.block_size, seed=seed)
 
 
 class LanguageModelDataModule(TokenWindowsDataModule):
@@ -58,8 +38,12 @@ class LanguageModelDataModule(TokenWindowsDataModule):
     (a tokenizer.json, a directory holding tokenizer.json or vocab.json + merges.txt) or to a zoo checkpoint
     (.ckpt), whose stored tokenizer is used. `pretrained` (the configs make it follow `model.pretrained`): a
     pretrained model (a Hugging Face directory or a zoo .ckpt) whose own tokenizer replaces a `char` or `bpe` one,
-    since a tokenizer trained here could never give the model's ids; a path in `tokenizer` still wins. Encoded
-    splits are cached by text, tokenizer and options (a published tokenizer by a hash of its JSON).
+    since a tokenizer trained here could never give the model's ids; a path in `tokenizer` still wins.
+
+    The splits are prepared once as token shards with a manifest (zoo/data/prepare.py, split="position": the same
+    text, cut and tokenizer as ever) in a cache folder keyed by the text files' paths, sizes and modification times,
+    the tokenizer (a given one by a hash of its JSON) and the options; they are read through memory maps, as
+    `data=token_shards` reads zoo-prepare's shards.
 
     `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
     """
@@ -96,7 +80,7 @@ class LanguageModelDataModule(TokenWindowsDataModule):
             raise ValueError(f"block_size ({block_size}) and batch_size ({batch_size}) must be positive")
         self._tokenizer = None
         self._given_tokenizer = None  # a published or stored tokenizer, read once
-        self._splits: dict[str, np.ndarray] = {}
+        self._splits: dict = {}  # split -> its tokens: a memory map of its shard (a TokenStream over several)
 
     # ---- text ------------------------------------------------------------------------------------------------
     def _files(self) -> tuple[list[Path], list[Path] | None]:
@@ -112,11 +96,6 @@ class LanguageModelDataModule(TokenWindowsDataModule):
                     f"text file not found: {path.resolve()}; check data.text_files / data.val_files"
                 )
         return train, val
-
-    def _read(self, paths: list[Path], key: str) -> str:
-        if self.hparams.dataset is not None:
-            key = f"dataset '{self.hparams.dataset}'"
-        return "\n".join(read_text_file(p, key) for p in paths)
 
     # ---- a tokenizer that is given, not trained ----------------------------------------------------------------
     def _tokenizer_source(self) -> str | None:
@@ -152,71 +131,72 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         rank_zero_info(f"tokenizer of {path} (data.pretrained), not a {hp.tokenizer} tokenizer trained on the text")
         return self._given_tokenizer
 
-    # ---- text and cache --------------------------------------------------------------------------------------
-    def _cache_key(self, train: list[Path], val: list[Path] | None) -> str:
+    # ---- the shards and their cache ---------------------------------------------------------------------------
+    def _options(self) -> PrepareOptions:
+        """What the shards are made from: the text files, split by position, and the tokenizer."""
         hp = self.hparams
-        digest = hashlib.sha256()
-        for path in train + [Path("--val--")] + (val or []):
-            digest.update(path.name.encode())
-            if path.is_file():
-                digest.update(path.read_bytes())
-        if self._tokenizer_source() is None:
-            digest.update(json.dumps([hp.tokenizer, hp.bpe_vocab_size, hp.val_fraction]).encode())
-        else:  # the tokenizer's identity: its whole JSON (vocabulary, merges, normalization, special tokens)
-            identity = hashlib.sha256(self._given().to_json().encode()).hexdigest()
-            digest.update(json.dumps(["given", identity, hp.val_fraction]).encode())
-        return digest.hexdigest()[:16]
-
-    def _cache_folder(self) -> Path:
         train, val = self._files()
-        name = self.hparams.dataset or train[0].stem
+        source = self._tokenizer_source()
+        return PrepareOptions(
+            tokenizer=hp.tokenizer if source is None else str(Path(source).resolve()),
+            bpe_vocab_size=hp.bpe_vocab_size,
+            val_fraction=hp.val_fraction,
+            split="position",
+            inputs={
+                "train": [str(p.resolve()) for p in train],
+                "val": None if val is None else [str(p.resolve()) for p in val],
+            },
+        )
+
+    def _cache_key(self, options: PrepareOptions) -> str:
+        """The files by path, size and modification time (reading the text to hash it would cost what preparing
+        costs), the options, and a given tokenizer by its whole JSON (vocabulary, merges, normalization, special
+        tokens), not by where it was read from."""
+        stats = {
+            split: [(path, Path(path).stat().st_size, Path(path).stat().st_mtime_ns) for path in paths or []]
+            for split, paths in options.inputs.items()
+        }
+        tokenizer = options.tokenizer
+        if self._tokenizer_source() is not None:
+            tokenizer = "given " + hashlib.sha256(self._given().to_json().encode()).hexdigest()
+        identity = {**asdict(options), "inputs": stats, "tokenizer": tokenizer}
+        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+    def _cache_folder(self, options: PrepareOptions | None = None) -> Path:
+        options = options or self._options()
+        name = self.hparams.dataset or Path(options.inputs["train"][0]).stem
         kind = self.hparams.tokenizer if self._tokenizer_source() is None else "given"
-        return self.cache_dir / f"{name}-{kind}-{self._cache_key(train, val)}"
+        return self.cache_dir / f"{name}-{kind}-{self._cache_key(options)}"
 
     def prepare_data(self) -> None:
-        """Train the tokenizer and encode the splits once; later runs, and the other processes of a DDP job (which
-        wait while one prepares: zoo/data/prepare_lock.py), reuse the cached files."""
-        folder = self._cache_folder()
-        prepare_once(folder / "meta.json", lambda: self._encode_into(folder), what="the encoded text")
+        """Train the tokenizer and write the splits as shards once; later runs, and the other processes of a DDP job
+        (which wait while one prepares: zoo/data/prepare_lock.py), reuse the cached shards."""
+        options = self._options()
+        folder = self._cache_folder(options)
 
-    def _encode_into(self, folder: Path) -> None:
-        train_files, val_files = self._files()
-        text = self._read(train_files, "data.text_files")
-        if val_files is None:
-            cut = int(len(text) * (1 - self.hparams.val_fraction))
-            train_text, val_text = text[:cut], text[cut:]
-        else:
-            train_text, val_text = text, self._read(val_files, "data.val_files")
-        if self._tokenizer_source() is not None:
-            tokenizer = self._given()
-        elif self.hparams.tokenizer == "char":
-            tokenizer = CharTokenizer.train(train_text + val_text)
-        else:
-            tokenizer = BPETokenizer.train(train_text, self.hparams.bpe_vocab_size)
-        dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.uint32
-        folder.mkdir(parents=True, exist_ok=True)
-        for split, split_text in (("train", train_text), ("val", val_text)):
-            ids = np.array(tokenizer.encode(split_text), dtype=dtype)
-            atomic_write(folder / f"{split}.bin", ids.tobytes())
-        meta = {"dtype": np.dtype(dtype).name, "tokenizer": tokenizer.to_json()}
-        atomic_write(folder / "meta.json", json.dumps(meta).encode())  # written last: marks the cache complete
+        def make() -> None:
+            progress = folder / "progress.json"
+            if progress.is_file() and recorded_options(progress) != asdict(options):
+                # Left by an interrupted run that read the same tokenizer from another path (the key is its JSON, the
+                # options name the path). prepare_shards resumes only the same options: start the shards again.
+                progress.unlink()
+            given = self._given() if self._tokenizer_source() is not None else None
+            keys = ("data.text_files", "data.val_files")
+            if self.hparams.dataset is not None:
+                keys = (f"dataset '{self.hparams.dataset}'",) * 2
+            prepare_shards(options, folder, tokenizer=given, input_keys=keys, log=log.info)
+
+        prepare_once(folder / "manifest.json", make, what="the encoded text")
 
     def _load(self) -> None:
         if self._tokenizer is not None:
             return
         self.prepare_data()
         folder = self._cache_folder()
-        meta = json.loads((folder / "meta.json").read_text())
-        self._tokenizer = tokenizer_from_json(meta["tokenizer"])
+        manifest = read_manifest(folder)
+        self._tokenizer = tokenizer_from_json(manifest["tokenizer"])
         for split in ("train", "val"):
-            path = folder / f"{split}.bin"
-            if path.stat().st_size == 0:  # np.memmap would say only "cannot mmap an empty file"
-                source = self.hparams.dataset or ", ".join(self.hparams.text_files)
-                raise ValueError(
-                    f"the {split} split of {source} has no tokens; give more text (or a larger data.val_fraction, "
-                    "or data.val_files)"
-                )
-            self._splits[split] = np.memmap(path, dtype=meta["dtype"], mode="r")
+            self._splits[split] = split_tokens(folder, manifest, split)
 
     @property
     def tokenizer(self):
@@ -227,5 +207,5 @@ class LanguageModelDataModule(TokenWindowsDataModule):
     def build_splits(self) -> None:
         self._load()
 
-    def tokens(self, split: str) -> np.ndarray:
+    def tokens(self, split: str):
         return self._splits[split]

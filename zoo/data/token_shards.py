@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from .counter_shuffle import CounterShuffle
-from .lm import TokenWindowsDataModule
 from .prepare import FORMAT
 from .resumable import resumable_sampler
+from .token_windows import TokenWindowsDataModule
 from .tokenizer import tokenizer_from_json
 from .windows import RandomWindows
 
@@ -45,6 +45,22 @@ class TokenStream:
             if position >= stop:
                 break
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        # What np.asarray gives (the lab's n-gram references read a split whole): every shard, read into memory.
+        whole = self[:]
+        return whole if dtype is None else whole.astype(dtype)
+
+
+def split_tokens(directory: Path, manifest: dict, split: str) -> np.ndarray | TokenStream:
+    """The tokens of one split of the shards in `directory`: the shard's memory map itself when the split is one
+    shard (as the small named datasets always are, so their tokens stay the plain array they always were), else a
+    TokenStream over all of them."""
+    shards = manifest["shards"][split]
+    files = [directory / s["file"] for s in shards]
+    if len(files) == 1:
+        return np.memmap(files[0], dtype=manifest["dtype"], mode="r")
+    return TokenStream(files, [s["tokens"] for s in shards], manifest["dtype"])
 
 
 def read_manifest(directory: Path, *, verify: bool = False) -> dict:
@@ -98,17 +114,15 @@ class TokenShardsDataModule(TokenWindowsDataModule):
         self.directory = Path(shards)
         self.manifest = read_manifest(self.directory, verify=verify)
         self._tokenizer = tokenizer_from_json(self.manifest["tokenizer"])
-        self._streams: dict[str, TokenStream] = {}
+        self._streams: dict[str, np.ndarray | TokenStream] = {}
 
     @property
     def tokenizer(self):
         return self._tokenizer
 
-    def tokens(self, split: str) -> TokenStream:
+    def tokens(self, split: str) -> np.ndarray | TokenStream:
         if split not in self._streams:
-            shards = self.manifest["shards"][split]
-            files = [self.directory / s["file"] for s in shards]
-            self._streams[split] = TokenStream(files, [s["tokens"] for s in shards], self.manifest["dtype"])
+            self._streams[split] = split_tokens(self.directory, self.manifest, split)
         return self._streams[split]
 
     def train_sampler(self, dataset: RandomWindows, batch: int) -> CounterShuffle:

@@ -35,6 +35,7 @@ def options_from_config(cfg: DictConfig) -> PrepareOptions:
         bpe_vocab_size=int(data.get("bpe_vocab_size", 4096)),
         val_fraction=float(data.get("val_fraction", 0.1)),
         seed=int(prep.split_seed),
+        split=str(prep.get("split", "documents")),
         documents=str(prep.documents),
         text_field=str(prep.text_field),
         shard_tokens=int(prep.shard_tokens),

@@ -168,7 +168,7 @@ def _model_classes(config: dict) -> int | None:
 def _ngram(ref: dict, config: dict) -> Reference:
     from hydra.utils import get_class
 
-    from zoo.data.lm import TokenWindowsDataModule
+    from zoo.data.token_windows import TokenWindowsDataModule
 
     data_cfg = dict(config.get("data") or {})
     target = data_cfg.pop("_target_", None)
