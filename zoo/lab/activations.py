@@ -19,7 +19,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from zoo.core.block import Block
 from zoo.core.feedforward import FeedForward
 
-from .batches import first_val_batch, forward_batch
+from .batches import first_val_batch, forward_with_hooks
 from .naming import layer_label
 from .probes import _Probe, _with_mean, layers_in_order
 
@@ -86,14 +86,7 @@ def measure_activations(pl_module, batch, near_zero: float = 1e-2) -> dict[str, 
 
     handles = [m.register_forward_hook(block_hook(label)) for label, m in blocks.items()]
     handles += [m.act.register_forward_hook(act_hook(label)) for label, m in ffns.items()]
-    was_training = pl_module.training
-    pl_module.eval()
-    try:
-        forward_batch(pl_module, batch)
-    finally:
-        for handle in handles:
-            handle.remove()
-        pl_module.train(was_training)
+    forward_with_hooks(pl_module, batch, handles)
     values = _with_mean("probe/act_rms", rms)
     values.update(_with_mean("probe/ffn_zero", zero))
     values.update(_with_mean("probe/ffn_near_zero", near))

@@ -25,3 +25,16 @@ def forward_batch(pl_module: L.LightningModule, batch) -> torch.Tensor:
     if isinstance(batch, (tuple, list)):
         return pl_module(batch[0])
     return pl_module(batch)
+
+
+def forward_with_hooks(pl_module: L.LightningModule, batch, handles: list) -> None:
+    """One forward of the task in eval mode with the probe's forward hooks in place (they read what they measure),
+    then the hooks removed and the module's mode restored, also when the forward fails."""
+    was_training = pl_module.training
+    pl_module.eval()
+    try:
+        forward_batch(pl_module, batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+        pl_module.train(was_training)

@@ -90,30 +90,25 @@ class Sweep:
 
     def samples(self, metrics: list[str]) -> dict[tuple, dict[str, dict[str, float]]]:
         """point -> metric -> {seed: value}: what the checks test (two points that ran the same seeds are paired)."""
+        return self._by_seed(metrics, lambda job: job.metrics)
+
+    def per_example(self, metrics: list[str]) -> dict[tuple, dict[str, dict[str, PerExample]]]:
+        """point -> metric -> {seed: its per-example record}, keyed by seed as `samples` is (seeds without one left
+        out)."""
+        return self._by_seed(metrics, lambda job: job.per_example)
+
+    def _by_seed(self, metrics: list[str], read) -> dict[tuple, dict[str, dict]]:
+        """point -> metric -> {seed: read(job)[metric]} over the jobs that have it."""
         seed_key = self.lab.get("seed_key", "seed")
-        out: dict[tuple, dict[str, dict[str, float]]] = {}
+        out: dict[tuple, dict[str, dict]] = {}
         for key, jobs in self.members.items():
             # A job without a seed parameter is told apart by its folder: it pairs with nothing.
             seeds = [j.params.get(seed_key, f"job {j.directory.name}") for j in jobs]
             out[key] = {}
             for m in metrics:
-                values = {s: j.metrics[m] for s, j in zip(seeds, jobs) if m in j.metrics}
+                values = {s: read(j)[m] for s, j in zip(seeds, jobs) if m in read(j)}
                 if values:
                     out[key][m] = values
-        return out
-
-    def per_example(self, metrics: list[str]) -> dict[tuple, dict[str, dict[str, PerExample]]]:
-        """point -> metric -> {seed: its per-example record}, keyed by seed as `samples` is (seeds without one left
-        out)."""
-        seed_key = self.lab.get("seed_key", "seed")
-        out: dict[tuple, dict[str, dict[str, PerExample]]] = {}
-        for key, jobs in self.members.items():
-            seeds = [j.params.get(seed_key, f"job {j.directory.name}") for j in jobs]
-            out[key] = {}
-            for m in metrics:
-                records = {s: j.per_example[m] for s, j in zip(seeds, jobs) if m in j.per_example}
-                if records:
-                    out[key][m] = records
         return out
 
     def job_dirs(self) -> list[Path]:

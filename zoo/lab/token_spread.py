@@ -19,7 +19,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from zoo.core.block import Block
 
-from .batches import first_val_batch, forward_batch
+from .batches import first_val_batch, forward_with_hooks
 from .naming import layer_label
 from .probes import _Probe, _with_mean, layers_in_order
 
@@ -79,12 +79,5 @@ def measure_token_spread(pl_module, batch) -> dict[str, float]:
         return record
 
     handles = [m.register_forward_hook(hook(label)) for label, m in blocks.items()]
-    was_training = pl_module.training
-    pl_module.eval()
-    try:
-        forward_batch(pl_module, batch)
-    finally:
-        for handle in handles:
-            handle.remove()
-        pl_module.train(was_training)
+    forward_with_hooks(pl_module, batch, handles)
     return _with_mean("probe/token_spread", spread)
