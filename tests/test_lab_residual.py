@@ -11,8 +11,9 @@ from torch import nn
 
 from zoo.core import BlockStack
 from zoo.lab.deep_mnist import DeepMLP, FitErrorProbe, ResidualBlock
+from zoo.lab.probes import GradNormProbe
 from zoo.lab.questions import question
-from zoo.lab.token_spread import measure_token_spread, token_spread
+from zoo.lab.token_spread import TokenSpreadProbe, measure_token_spread, token_spread
 
 from conftest import assert_ok, run_script
 
@@ -159,3 +160,18 @@ def test_residual_mnist_job_records_training_and_test_error(tmp_path, data_dir):
     assert 0 <= metrics["lab/train_error"] <= 1 and 0 <= metrics["lab/val_error"] <= 1
     assert "probe/grad/first_over_last@init" in metrics and "probe/grad/l3@init" in metrics
     assert not any(k.startswith("probe/attn/") for k in metrics)  # an MLP: nothing for the attention probe
+
+
+def test_the_per_layer_probes_record_their_layers_in_depth_order_at_init_and_last():
+    for probe, name, prefix in (
+        (TokenSpreadProbe(), "token_spread_by_layer", "probe/token_spread/"),
+        (GradNormProbe(), "grad_by_layer", "probe/grad/"),
+    ):
+        # logged out of depth order, as a dict of hooks may fill it; l10 after l2 (numeric, not text, order)
+        probe.history = {
+            0: {f"{prefix}l10": 3.0, f"{prefix}l0": 1.0, f"{prefix}l2": 2.0, f"{prefix}mean": 2.0},
+            100: {f"{prefix}l2": 5.0, f"{prefix}l0": 4.0, f"{prefix}l10": 6.0},
+        }
+        record = probe.lab_record()
+        assert record["series"] == {f"{name}@init": [1.0, 2.0, 3.0], f"{name}@last": [4.0, 5.0, 6.0]}
+        assert record["metrics"][f"{prefix}l0@init"] == 1.0 and record["metrics"][f"{prefix}l10@last"] == 6.0

@@ -51,6 +51,20 @@ class _Probe(L.Callback):
             metrics.update({f"{k}@last": v for k, v in self.history[last].items()})
         return {"probes": {str(s): v for s, v in sorted(self.history.items())}, "metrics": metrics}
 
+    def _record_with_layer_series(self, name: str, prefix: str) -> dict:
+        """lab_record plus the series `<name>@init` / `@last`: the values under `prefix` per layer, in depth order
+        (the per-layer plots draw them), at step 0 and at the last logged step."""
+        record = _Probe.lab_record(self)
+        steps = sorted(self.history)
+        series = {}
+        if steps and steps[0] == 0:
+            series[f"{name}@init"] = layers_in_order(self.history[0], prefix)
+        if steps:
+            series[f"{name}@last"] = layers_in_order(self.history[steps[-1]], prefix)
+        if any(series.values()):
+            record["series"] = {k: v for k, v in series.items() if v}
+        return record
+
 
 def _with_mean(prefix: str, per_layer: dict[str, float]) -> dict[str, float]:
     out = {f"{prefix}/{layer}": v for layer, v in per_layer.items()}
@@ -129,16 +143,7 @@ class GradNormProbe(_Probe):
 
     def lab_record(self) -> dict:
         """Also the series grad_by_layer@init / @last: the main stack's per-layer norms in depth order."""
-        record = super().lab_record()
-        steps = sorted(self.history)
-        series = {}
-        if steps and steps[0] == 0:
-            series["grad_by_layer@init"] = layers_in_order(self.history[0], "probe/grad/")
-        if steps:
-            series["grad_by_layer@last"] = layers_in_order(self.history[steps[-1]], "probe/grad/")
-        if any(series.values()):
-            record["series"] = {k: v for k, v in series.items() if v}
-        return record
+        return self._record_with_layer_series("grad_by_layer", "probe/grad/")
 
 
 def layers_in_order(values: dict[str, float], prefix: str, stack: str = "") -> list[float]:

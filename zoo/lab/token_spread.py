@@ -21,7 +21,7 @@ from zoo.core.block import Block
 
 from .batches import first_val_batch, forward_with_hooks
 from .naming import layer_label
-from .probes import _Probe, _with_mean, layers_in_order
+from .probes import _Probe, _with_mean
 
 
 class TokenSpreadProbe(_Probe):
@@ -43,15 +43,7 @@ class TokenSpreadProbe(_Probe):
             self._log(trainer, measure_token_spread(pl_module, self._batch))
 
     def lab_record(self) -> dict:
-        record = super().lab_record()
-        steps = sorted(self.history)
-        series = {}
-        if steps and steps[0] == 0:
-            series["token_spread_by_layer@init"] = layers_in_order(self.history[0], "probe/token_spread/")
-        if steps:
-            series["token_spread_by_layer@last"] = layers_in_order(self.history[steps[-1]], "probe/token_spread/")
-        record["series"] = {k: v for k, v in series.items() if v}
-        return record
+        return self._record_with_layer_series("token_spread_by_layer", "probe/token_spread/")
 
 
 def token_spread(x: torch.Tensor) -> float:
