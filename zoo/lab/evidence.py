@@ -121,7 +121,10 @@ def paired_difference(sweep: Sweep, check: dict, index: int) -> PairedDifference
     )
 
 
-def paired_differences(sweep: Sweep) -> list[PairedDifference]:
-    """Every two-arm claim check of the question with paired seeds, in the order of the checks."""
-    found = (paired_difference(sweep, c, i) for i, c in enumerate(sweep.lab.get("checks", [])))
+def paired_differences(sweep: Sweep, grid: Sweep | None = None) -> list[PairedDifference]:
+    """Every two-arm claim check of the question with paired seeds, in the order of the checks. For a question that
+    tunes a parameter per arm (zoo/lab/tuning.py) `sweep` holds each arm's chosen point and `grid` every point: a
+    check read on the whole grid (`grid: true`) is drawn from it."""
+    checks = sweep.lab.get("checks", [])
+    found = (paired_difference(grid if grid and c.get("grid") is True else sweep, c, i) for i, c in enumerate(checks))
     return [d for d in found if d is not None]

@@ -19,6 +19,7 @@ from .metric_names import describe
 from .sweep import Sweep, short
 
 PAIRED_PLOT = "lab_paired_differences.png"  # a stable name: the report and docs/lab.md link it
+TUNING_PLOT = "lab_tuning.png"  # the tuned metric against the tuned parameter, per arm (zoo/lab/tuning.py)
 BARS = "bars: 95% t-interval of the mean over seeds; dots: single seeds"
 JITTER = 0.06  # how far the seed dots spread, as a fraction of the gap between neighbouring x values
 
@@ -225,9 +226,66 @@ def plot_paired_differences(diffs: list[PairedDifference], path: Path) -> Path:
     return path
 
 
-def write_plots(sweep: Sweep, references: dict | None = None) -> list[Path]:
-    """Every plot of the question's `lab.plots`, then PAIRED_PLOT when a two-arm claim check has paired seeds;
-    `references`: point -> its Reference (zoo/lab/reference.py)."""
+def _tuning_panel(ax, sweep: Sweep, tune, found, metric: str, references) -> None:
+    """One metric against the tuned parameter: a line per arm through the means (95% t-intervals) of the values at
+    which no seed diverged, every finite seed as a dot, each diverged seed as an x at the top of the panel, and the
+    chosen value ringed."""
+    rates = sorted({float(c.value) for choice in found for c in choice.candidates})
+    diverged_label = "a seed that diverged (non-finite)"
+    for choice in found:
+        whole, partial, diverged = [], [], []  # (x, summary / finite values), and the x of each diverged seed
+        for c in choice.candidates:
+            values = [j.metrics[metric] for j in sweep.members[c.key] if metric in j.metrics]
+            finite = [v for v in values if math.isfinite(v)]
+            x = float(c.value)
+            if finite and len(finite) == len(values):
+                whole.append((x, arm_summary(finite), c is choice.chosen))
+            elif finite:  # some seeds diverged: no mean, but the seeds that did not are shown
+                partial.append((x, finite))
+            diverged += [x] * (len(values) - len(finite))
+        colour = None
+        if whole:
+            before = len(ax.lines)
+            _arm_line(ax, [w[0] for w in whole], [w[1] for w in whole], choice.arm, rates, True)
+            colour = ax.lines[before].get_color()
+            for x, arm, chosen in whole:
+                if chosen:
+                    ax.scatter([x], [arm.mean], s=160, facecolors="none", edgecolors=colour, linewidths=1.8, zorder=5)
+        for x, finite in partial:
+            ax.scatter([x] * len(finite), finite, s=9, color=colour, alpha=0.55, linewidths=0, zorder=3)
+        for x in diverged:
+            ax.scatter([x], [0.97], marker="x", color=colour or "firebrick", transform=ax.get_xaxis_transform())
+            ax.scatter([], [], marker="x", color="grey", label=diverged_label)
+            diverged_label = "_nolegend_"
+    ax.set_xscale("log")
+    reference_lines(ax, references, [metric])
+    words = describe(metric, sweep.lab)
+    ax.set_ylabel(words if words == metric else f"{words}\n({metric})", fontsize=8)
+    ax.set_xlabel(f"{short(tune.param)} (log scale)\n({BARS}; ringed: the chosen value)", fontsize=8)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+
+
+def plot_tuning(sweep: Sweep, tune, found, path: Path, references=()) -> Path:
+    """TUNING_PLOT: the tuned metric (and `show`'s metrics, a panel each) against the tuned parameter, per arm: the
+    sensitivity curve of zoo/lab/tuning.py, every value of the grid drawn."""
+    plt = _pyplot()
+    metrics = [tune.metric, *(m for m in tune.show if m != tune.metric)]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.2), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics):
+        _tuning_panel(ax, sweep, tune, found, metric, references)
+        ax.set_title(f"{describe(metric, sweep.lab)} vs {short(tune.param)}, per arm", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | None = None, tuned=None) -> list[Path]:
+    """Every plot of the question's `lab.plots`, then TUNING_PLOT when the question tunes a parameter per arm
+    (`tuned`: (its Tune, the arms' Choices), zoo/lab/tuning.py), then PAIRED_PLOT when a two-arm claim check has
+    paired seeds; `references`: point -> its Reference (zoo/lab/reference.py); `checked`: the sweep the checks
+    see (the tuned one), by default `sweep`."""
     distinct = list({id(r): r for r in (references or {}).values()}.values())
     written = []
     for i, spec in enumerate(sweep.lab.get("plots", [])):
@@ -239,7 +297,9 @@ def write_plots(sweep: Sweep, references: dict | None = None) -> list[Path]:
             if "curve" in spec or "curves" in spec
             else plot_points(sweep, spec, path, distinct)
         )
-    diffs = paired_differences(sweep)
+    if tuned is not None and _as_number([c.value for choice in tuned[1] for c in choice.candidates]):
+        written.append(plot_tuning(sweep, *tuned, sweep.directory / TUNING_PLOT, distinct))
+    diffs = paired_differences(checked or sweep, sweep)
     if diffs:
         written.append(plot_paired_differences(diffs, sweep.directory / PAIRED_PLOT))
     return written

@@ -20,7 +20,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from . import reference, stats, timing
+from . import reference, stats, timing, tuning
 from .budgets import budget_overrides, run_budget
 from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, select, verdict
 from .metric_names import header
@@ -50,7 +50,9 @@ RULE_TEXT = (
 
 def check_metrics(lab: dict) -> list[str]:
     named = [m for c in lab.get("checks", []) for m in (c.get("metric"), c.get("metric_b")) if m]
-    return list(dict.fromkeys([*lab.get("table", []), *named]))
+    tune = lab.get("tune") if isinstance(lab.get("tune"), dict) else {}
+    tuned = [m for m in [tune.get("metric"), *(tune.get("show") or [])] if isinstance(m, str)]
+    return list(dict.fromkeys([*lab.get("table", []), *named, *tuned]))
 
 
 def timed_metrics(sweep: Sweep, metrics: list[str]) -> list[str]:
@@ -94,11 +96,14 @@ def table(
     metrics: list[str],
     found: dict[tuple, reference.Reference] | None = None,
     not_learned: dict[tuple, str] | None = None,
+    chosen: set[tuple] | None = None,
 ) -> list[str]:
-    """Mean ± sd per point; with a reference, a last column saying whether the point beat it."""
+    """Mean ± sd per point; with a reference, a column saying whether the point beat it; for a tuned question
+    (`chosen`: the points the checks compare, zoo/lab/tuning.py), a last column marking them."""
     stats = sweep.stats(metrics)
     head = [short(k) for k in sweep.swept] + ["seeds"] + [header(m, sweep.lab) for m in metrics]
     head += ["vs reference"] if found else []
+    head += ["tuned per arm"] if chosen is not None else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, params in sweep.points.items():
         cells = [params.get(k, "") for k in sweep.swept] + [str(len(sweep.members[key]))]
@@ -109,6 +114,8 @@ def table(
             bar = ref.bar[0] if ref and ref.bar[0] == "chance" else f"the {ref.bar[0]}" if ref else ""
             beats = "n/a" if stat is None else f"beats {bar}" if math.isfinite(stat.mean) else "diverged"
             cells.append((not_learned or {}).get(key) or beats)
+        if chosen is not None:
+            cells.append("**chosen**" if key in chosen else "")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -248,6 +255,7 @@ def summary_stamp(
     claims: list[CheckResult],
     found: dict[tuple, reference.Reference],
     not_learned: dict[tuple, str],
+    tuned: tuple | None = None,
 ) -> str:
     """The facts the summary of docs/lab.md lists, on one line (JSON inside an HTML comment)."""
     seeds = [len(jobs) for jobs in sweep.members.values()]
@@ -271,24 +279,44 @@ def summary_stamp(
             for r in claims
         ],
     }
+    if tuned is not None:  # the value chosen per arm, and the arms whose choice is at the edge of the grid
+        tune, found_choices = tuned
+        facts["tuned"] = {
+            "param": tune.param,
+            "metric": tune.metric,
+            "chosen": {c.arm: c.chosen.value if c.chosen else None for c in found_choices},
+            "edge": [c.arm for c in found_choices if c.edge],
+        }
     return SUMMARY_STAMP + json.dumps(facts) + " -->"
 
 
 def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lab = sweep.lab
     metrics = check_metrics(lab)
-    # a timing's spread and contention flag go with it: a contended timing decides no check (claims._contended)
-    samples = sweep.samples(metrics + timing.companions(timed_metrics(sweep, metrics)))
     checks = lab.get("checks", [])
     found, not_learned, reference_lines = references(sweep)
-    per_example = sweep.per_example(metrics)  # which dev examples each job got right, for McNemar's test
-    results = [
-        _left_undecided(evaluate(c, samples, sweep.points, i, lab, per_example), c, sweep, not_learned)
-        for i, c in enumerate(checks)
-    ]
+    # A tuned question: the checks see each arm at its chosen value only (zoo/lab/tuning.py); the table and the
+    # plots keep every value.
+    tune = tuning.tune_config(lab)
+    tuned = (tune, tuning.choices(sweep, tune)) if tune else None
+    checked = tuning.collapse(sweep, tuned[1]) if tuned else sweep
+    # a timing's spread and contention flag go with it: a contended timing decides no check (claims._contended)
+    samples = checked.samples(metrics + timing.companions(timed_metrics(sweep, metrics)))
+    per_example = checked.per_example(metrics)  # which dev examples each job got right, for McNemar's test
+    if tuned:  # a check about the sensitivity itself is read on the whole grid
+        grid_samples = sweep.samples(metrics + timing.companions(timed_metrics(sweep, metrics)))
+        grid_per_example = sweep.per_example(metrics)
+    results = []
+    for i, c in enumerate(checks):
+        if tuned and tuning.on_grid(c):
+            result = evaluate(c, grid_samples, sweep.points, i, lab, grid_per_example)
+            results.append(_left_undecided(result, c, sweep, not_learned))
+        else:
+            result = evaluate(c, samples, checked.points, i, lab, per_example)
+            results.append(_left_undecided(result, c, checked, not_learned))
     results = decide(results)  # Holm's correction over the claim checks that a test could decide
     outcome = verdict(results)
-    plots = write_plots(sweep, found)
+    plots = write_plots(sweep, found, checked, tuned)
     csv_path = write_per_seed_csv(sweep, metrics + timing.companions(timed_metrics(sweep, metrics)))
     lines = [f"## {lab.get('title', lab.get('name', sweep.directory.name))}", ""]
     if lab.get("mode") == "quick":
@@ -306,7 +334,11 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
         lines += ["Overrides: `" + " ".join(shown_overrides(sweep)) + "`", ""]
     lines += ["### Measured (mean ± sample standard deviation over seeds)", ""]
     lines += [*reference_lines, ""] if reference_lines else []
-    lines += [*table(sweep, metrics, found, not_learned), ""]
+    chosen = tuning.chosen_keys(tuned[1]) if tuned else None
+    lines += [*table(sweep, metrics, found, not_learned, chosen), ""]
+    if tuned:
+        checked_metrics = [m for c in checks for m in (c.get("metric"), c.get("metric_b")) if m]
+        lines += tuning.tune_lines(tuned[1], tune, checked_metrics)
     lines += timing_lines(sweep, metrics)
     lines += [f"Per-seed results: [{csv_path.name}]({csv_path.name}).", ""]
     if sweep.unfinished:
@@ -324,7 +356,7 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
         f"### Verdict: {outcome}",
         "",
         RULE_STAMP,
-        summary_stamp(sweep, outcome, claims, found, not_learned),
+        summary_stamp(sweep, outcome, claims, found, not_learned, tuned),
         f"Claim checks: {counts} (of {len(claims)}). {RULE_TEXT}",
         "",
         *check_lines(claims),
