@@ -115,7 +115,8 @@ def test_a_good_tune_section_and_a_grid_check_are_accepted():
 
 
 def make_sweep(root: Path, values: dict[tuple[str, str], list[float]], checks: list[dict], tune: dict) -> Path:
-    """A sweep folder as a lab multirun leaves it: one job per (norm, lr, seed) with its result.json."""
+    """A sweep folder as a lab multirun leaves it: one job per (norm, lr, seed) with its result.json (a value None:
+    that job left no folder)."""
     lab = {
         "name": "handmade",
         "title": "hand-made",
@@ -129,13 +130,15 @@ def make_sweep(root: Path, values: dict[tuple[str, str], list[float]], checks: l
     job = 0
     for (norm, lr), point in values.items():
         for seed, value in enumerate(point, start=1):
-            folder = root / str(job)
+            job += 1
+            if value is None:
+                continue
+            folder = root / str(job - 1)
             folder.mkdir(parents=True)
             overrides = [f"norm={norm}", f"lr={lr}", f"seed={seed}"]
             OmegaConf.save(OmegaConf.create({"lab": lab}), folder / "config_resolved.yaml")
-            record = {"job": job, "metric": "m", "value": value, "overrides": overrides, "metrics": {"m": value}}
+            record = {"job": job - 1, "metric": "m", "value": value, "overrides": overrides, "metrics": {"m": value}}
             (folder / "result.json").write_text(json.dumps(record))
-            job += 1
     return root
 
 
@@ -193,6 +196,16 @@ def test_a_grid_check_reads_the_named_rates_and_the_choice_ignores_it(tmp_path):
     assert outcome == "supported"  # both hold: best against best a wins, at 0.01 b does
     sweep = load_sweep(root)
     assert [c.chosen.value for c in choices(sweep, Tune("lr", "m"))] == ["0.03", "0.001"]
+
+
+def test_a_seed_missing_at_one_rate_narrows_that_arms_comparison_to_the_shared_seeds(tmp_path):
+    lost = {**GRID, ("a", "0.001"): [*five(2.5)[:4], None]}  # that job never wrote a result
+    root = make_sweep(tmp_path / "sweep", lost, [BEST], {"param": "lr", "metric": "m"})
+    path, outcome, _ = write_report(root)
+    text = path.read_text()
+    assert "norm=a: lr 0.001: 2.505, 0.01: 2.205, **0.03: 1.905** (means over seeds 1, 2, 3, 4)" in text
+    assert "(means over seeds 1, 2, 3, 4, 5); chosen lr=0.001" in text  # b lost nothing
+    assert outcome == "supported"  # the chosen points still have their five seeds each
 
 
 def test_a_tuned_parameter_the_jobs_do_not_have_is_a_one_line_error(tmp_path):

@@ -11,6 +11,8 @@ compares points on one metric:
   neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end),
   `above` / `below` (one point against a fixed `threshold`).
 - `metric_b`: for two-point checks, the second point's metric when it differs (the same point twice, two metrics).
+- `paper`: true when the check restates the cited paper's own claim (the summary of docs/lab.md reads these checks
+  for "agrees with the cited paper"); claim checks only.
 - `kind`: `claim` (the default) or `sanity`: an implementation check (a fold is exact, memory grows with n). Sanity
   checks are listed apart, decided on every seed (all seeds must show it), and never count toward the verdict.
 - `smallest_effect`: the smallest effect worth reporting, in the metric's units; it defaults to the question's
@@ -149,6 +151,10 @@ def check_config(check: dict, index: int) -> None:
         raise ValueError(f"{where}: diverged must be 'worst' (or absent), got {check['diverged']!r}")
     if check.get("kind", "claim") not in KINDS:
         raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}, got {check['kind']!r}")
+    if check.get("paper") not in (None, True, False):
+        raise ValueError(f"{where}: paper must be true (the check restates the cited paper's claim) or false")
+    if check.get("paper") and check.get("kind") == "sanity":
+        raise ValueError(f"{where}: a sanity check tests the implementation, not the paper's claim: drop paper: true")
     effect = check.get("smallest_effect")
     if effect is not None and (not isinstance(effect, (int, float)) or effect < 0):
         raise ValueError(f"{where}: smallest_effect must be a number >= 0, got {effect!r}")

@@ -34,6 +34,7 @@ import torch
 
 from . import stats
 from .budgets import run_budget
+from .claims import OUTCOMES
 from .report import (
     PER_SEED_CSV,
     RULE_STAMP,
@@ -498,6 +499,60 @@ def published_shortfalls(name: str, body: str, references: dict | None = None) -
     return f"{len(short)} of {points} by its table's means ({reference.bar_text()}){listed}"
 
 
+def paper_checks(name: str, facts: dict) -> list[dict] | None:
+    """The claim checks of a published stamp that restate the cited paper's claim: those the stamp marks (`paper`),
+    or, for a stamp written before checks were marked, those the question's config marks now (`paper: true`),
+    matched by name. None when neither says which they are."""
+    checks = facts.get("claim_checks")
+    if checks is None:
+        return None
+    if any("paper" in c for c in checks):
+        return [c for c in checks if c.get("paper")]
+    from .questions import question, question_names
+
+    if name not in question_names():
+        return None
+    marked = {c.get("name") for c in question(name).get("checks") or [] if isinstance(c, dict) and c.get("paper")}
+    return [c for c in checks if c["name"] in marked]
+
+
+def paper_cell(name: str, facts: dict) -> str:
+    """Does the measured outcome agree with the cited paper? agrees (every check that restates it supported),
+    disagrees (one contradicted), not decided (otherwise), from the outcomes of those checks alone."""
+    checks = paper_checks(name, facts)
+    if checks is None:
+        return "not recorded"
+    if not checks:
+        return "no check restates it"
+    outcomes = [c["outcome"] for c in checks]
+    counts = ", ".join(f"{outcomes.count(o)} {o}" for o in OUTCOMES if outcomes.count(o))
+    if "contradicted" in outcomes:
+        return f"disagrees ({counts} of {len(checks)})"
+    if outcomes.count("supported") == len(checks):
+        return f"agrees ({counts} of {len(checks)})"
+    return f"not decided ({counts} of {len(checks)})"
+
+
+def scale_cell(facts: dict, columns: list[tuple[str, dict]]) -> str:
+    """Is the outcome limited by scale? yes when an arm did not learn (at any published budget) or when a claim
+    check's outcome changes across the question's budgets; not seen when several budgets agree; one budget only
+    otherwise. `columns`: the outcome-against-budget table's (budget, facts)."""
+    unlearned = {arm for f in [facts, *(f for _, f in columns)] for arm in f.get("did_not_learn") or []}
+    if unlearned:
+        return f"yes: {len(unlearned)} arm(s) did not learn"
+    if len(columns) < 2:
+        return "one budget only"
+    names = list(dict.fromkeys(c["name"] for _, f in columns for c in f.get("claim_checks") or []))
+    moved = [
+        n
+        for n in names
+        if len({c["outcome"] for _, f in columns for c in f.get("claim_checks") or [] if c["name"] == n}) > 1
+    ]
+    if moved or len({f["outcome"] for _, f in columns}) > 1:
+        return f"yes: the outcome changes with the budget ({len(moved)} of {len(names)} claim checks)"
+    return f"not seen ({len(columns)} budgets agree)"
+
+
 def summary_rows(document: str) -> list[dict[str, str]]:
     """One row per measured section of the document, in its order: the question, its outcome, the claim checks,
     seeds per point, the arms that did not learn, jobs and job time, and the run (its kind and date)."""
@@ -508,6 +563,8 @@ def summary_rows(document: str) -> list[dict[str, str]]:
         if "@" in name:  # a budget's block: its question's row says how the outcome moves (below)
             continue
         row = {"question": f"`{name}`: {_title(name)}", "checks": "", "seeds": "", "did not learn": "", "jobs": ""}
+        row["paper"] = row["scale"] = ""
+        columns, _ = budget_columns(document, name)
         run = next((_RUN.match(line) for line in body.splitlines() if _RUN.match(line)), None)
         row["run"] = f"{run.group(1)}, {run.group(2)}" if run else ""
         stamp = next((line for line in body.splitlines() if line.startswith(SUMMARY_STAMP)), None)
@@ -525,10 +582,12 @@ def summary_rows(document: str) -> list[dict[str, str]]:
                 row["did not learn"] = "no reference"
             if facts.get("job_time_s") is not None:
                 row["jobs"] = f"{facts['jobs']} jobs, {facts['job_time_s']} s"
+            row["paper"] = paper_cell(name, facts)
+            row["scale"] = scale_cell(facts, columns)
         elif "Verdict:" in body:  # decided under the earlier rule: what its own text says
             verdict = _OLD_VERDICT.search(body)
             row["outcome"] = "decided under the earlier rule" + (f" (then: {verdict.group(1)})" if verdict else "")
-            row["checks"] = "not recorded"
+            row["checks"] = row["paper"] = row["scale"] = "not recorded"
             seeds = _seed_counts(body)
             row["seeds"] = (
                 "" if not seeds else f"{min(seeds)}" if min(seeds) == max(seeds) else f"{min(seeds)} to {max(seeds)}"
@@ -538,7 +597,6 @@ def summary_rows(document: str) -> list[dict[str, str]]:
             row["jobs"] = f"{jobs.group(1)} jobs, {jobs.group(2)} s" if jobs else ""
         else:
             row["outcome"] = "not measured yet"
-        columns, _ = budget_columns(document, name)
         if columns:  # the outcome as the models train longer, from the question's outcome-against-budget table
             moves = " → ".join(f"`{budget}` {facts['outcome']}" for budget, facts in columns)
             row["outcome"] += f"; against budget (least to most training): {moves}"
@@ -548,8 +606,9 @@ def summary_rows(document: str) -> list[dict[str, str]]:
 
 def summary_block(document: str) -> str:
     """The summary between its markers: a heading, where it comes from, and the table."""
-    columns = ["question", "outcome", "claim checks", "seeds per point", "arms that did not learn", "job time", "run"]
-    keys = ["question", "outcome", "checks", "seeds", "did not learn", "jobs", "run"]
+    columns = ["question", "outcome", "claim checks", "agrees with the cited paper", "limited by scale"]
+    columns += ["seeds per point", "arms that did not learn", "job time", "run"]
+    keys = ["question", "outcome", "checks", "paper", "scale", "seeds", "did not learn", "jobs", "run"]
     lines = [
         SUMMARY_BEGIN,
         SUMMARY_HEADING,
@@ -558,7 +617,11 @@ def summary_block(document: str) -> str:
         "`publish`); not edited by hand. An arm that did not learn did not beat its question's reference (for the "
         "character LMs, a count trigram model scored on the same validation windows): under the current rule the "
         "claim checks on it are inconclusive. For a section decided under the earlier rule they are counted from "
-        "its table's means, against the reference of the question's config as it is now.",
+        "its table's means, against the reference of the question's config as it is now. *Agrees with the cited "
+        "paper* reads the claim checks that restate the paper's claim (`paper: true` in the question's config): "
+        "agrees when all of them are supported, disagrees when one is contradicted, not decided otherwise. *Limited "
+        "by scale*: yes when an arm did not learn or when a claim check's outcome changes across the question's "
+        "budgets (its outcome-against-budget table), not seen when several budgets agree, one budget only otherwise.",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),

@@ -260,6 +260,8 @@ def summary_stamp(
     """The facts the summary of docs/lab.md lists, on one line (JSON inside an HTML comment)."""
     seeds = [len(jobs) for jobs in sweep.members.values()]
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
+    # the claim checks that restate the cited paper's claim: the summary's "agrees with the cited paper" reads them
+    paper = {c.get("name", f"check {i}") for i, c in enumerate(sweep.lab.get("checks", [])) if c.get("paper")}
     facts = {
         "question": sweep.lab.get("name", sweep.directory.name),
         "outcome": outcome,
@@ -275,7 +277,13 @@ def summary_stamp(
         "work": work_facts(sweep),
         # each claim check's outcome and effects: the columns of the outcome-against-budget table (publish.py)
         "claim_checks": [
-            {"name": r.name, "outcome": r.outcome, "effects": [list(e) for e in r.effects], "unit": r.unit}
+            {
+                "name": r.name,
+                "outcome": r.outcome,
+                "effects": [list(e) for e in r.effects],
+                "unit": r.unit,
+                "paper": r.name in paper,
+            }
             for r in claims
         ],
     }
