@@ -253,8 +253,11 @@ def _tuning_panel(ax, sweep: Sweep, tune, found, metric: str, references) -> Non
                     ax.scatter([x], [arm.mean], s=160, facecolors="none", edgecolors=colour, linewidths=1.8, zorder=5)
         for x, finite in partial:
             ax.scatter([x] * len(finite), finite, s=9, color=colour, alpha=0.55, linewidths=0, zorder=3)
-        for x in diverged:
-            ax.scatter([x], [0.97], marker="x", color=colour or "firebrick", transform=ax.get_xaxis_transform())
+        for x in sorted(set(diverged)):  # spread like the seed dots, so that two diverged seeds show as two
+            n = diverged.count(x)
+            spread = [_jitter(x, i, n, rates, True) for i in range(n)]
+            ax.scatter(spread, [0.97] * n, marker="x", color=colour or "firebrick", transform=ax.get_xaxis_transform())
+        if diverged:
             ax.scatter([], [], marker="x", color="grey", label=diverged_label)
             diverged_label = "_nolegend_"
     ax.set_xscale("log")

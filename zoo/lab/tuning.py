@@ -202,7 +202,8 @@ def choice_text(choice: Choice, tune: Tune) -> str:
     )
     if choice.chosen is None:
         return f"- {choice.arm}: {name} {shown}; no rate has a value of {tune.metric}, nothing chosen"
-    over = f"seeds {', '.join(choice.compared_on)}" if choice.compared_on else "each rate's own seeds"
+    plural = "s" if len(choice.compared_on) > 1 else ""
+    over = f"seed{plural} {', '.join(choice.compared_on)}" if choice.compared_on else "each rate's own seeds"
     flags = []
     if len(choice.candidates) < 2:
         flags.append("one value only: not tuned")
