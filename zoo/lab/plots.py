@@ -252,7 +252,8 @@ def _tuning_panel(ax, sweep: Sweep, tune, found, metric: str, references) -> Non
                 if chosen:
                     ax.scatter([x], [arm.mean], s=160, facecolors="none", edgecolors=colour, linewidths=1.8, zorder=5)
         for x, finite in partial:
-            ax.scatter([x] * len(finite), finite, s=9, color=colour, alpha=0.55, linewidths=0, zorder=3)
+            xs = [_jitter(x, i, len(finite), rates, True) for i in range(len(finite))]
+            ax.scatter(xs, finite, s=9, color=colour, alpha=0.55, linewidths=0, zorder=3)
         for x in sorted(set(diverged)):  # spread like the seed dots, so that two diverged seeds show as two
             n = diverged.count(x)
             spread = [_jitter(x, i, n, rates, True) for i in range(n)]
