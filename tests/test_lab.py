@@ -52,7 +52,6 @@ MULTI30K_FIELDS = {
 DATA_FIELDS = {
     "positions_sst2": SST2_FIELDS,
     "norm_text_sst2": SST2_FIELDS,
-    "direction": SST2_FIELDS,
     "ln_placement": MULTI30K_FIELDS,
     "heads_multi30k": {
         "src_vocab_size": 8000,
