@@ -134,3 +134,13 @@ def test_quick_run_reports_both_directions_against_the_left_context_taggers(data
     assert "majority class" in report and "left 6-char count tagger" in report
     assert "| False |" in report and "| True |" in report
     assert str(ROOT) not in (tmp_path / "sweep").as_posix()
+
+
+def test_the_tagger_reference_refuses_data_that_is_not_character_tagging():
+    from zoo.lab.reference import UnavailableError, compute, reference_config
+
+    ref = reference_config({"reference": {"kind": "tagger", "metric": "val/acc"}})
+    assert ref["orders"] == 4  # the default number of count taggers
+    language_model = {"data": {"_target_": "zoo.data.LanguageModelDataModule"}}
+    with pytest.raises(UnavailableError, match="is not a character-tagging dataset"):
+        compute(ref, language_model)
