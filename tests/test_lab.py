@@ -30,17 +30,29 @@ from conftest import ROOT
 
 CONF = ROOT / "zoo" / "conf"
 QUESTIONS = question_names()
-# The quick run of each of issue 11's seven questions, and of the encoder side of the positions question. The
-# sub-questions heads_multi30k and window_loss are composed and built at every sweep point below; their quick runs
-# would take this suite past its budget (a BPE trained per test session and val BLEU decoding; long windows).
-QUICK = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positions_sst2", "window_cost", "decoding"]
-# Issue 12's questions; the image questions (bn_vit, inductive_bias) run one job each in tests/test_lab_part2.py.
-# Each quick run takes ~10 s on an idle 2-core CPU (residual's quick run is its depth-2 jobs, both skips and none).
-# why_normalize's quick run is in tests/test_lab_tune.py, with what its tuning of the rate per arm must show;
-# `direction`'s is in tests/test_lab_direction.py, with and without the full data directory.
-QUICK += ["activation", "norm_text", "norm_text_sst2", "ln_placement", "residual"]
-# Issue 26: the classic analogue of `residual` (a plain vs residual MLP on MNIST; its quick run is 4 jobs of 6 steps).
-QUICK += ["residual_mnist"]
+# One real quick run (the sweep, every job's probes, the report and its plots) per family of question: every question
+# is composed and built at every sweep point below, so a second quick run of a family runs the same code again. The
+# families whose quick run is elsewhere: positions_sst2 (SST-2 classification, the word-order probe, the per-example
+# records) in tests/test_lab_word_order.py, window_cost (a lab_measure timing its arms in one job) in
+# tests/test_lab_timing.py, dot_vs_additive (additive attention, the cost probe) in tests/test_lab_gpu_script.py, one
+# job each of bn_vit and inductive_bias (ViT, CNN, the BN fold and BN statistics probes) in tests/test_lab_part2.py,
+# why_normalize (the activation probe, the loss curve, a rate tuned per arm) in tests/test_lab_tune.py, direction
+# (character tagging, bidirectional vs causal) in tests/test_lab_direction.py.
+# Same family as a kept run, so not run here: heads and qk_proj (as scaling), activation (as why_normalize),
+# norm_text_sst2 (as positions_sst2; the masked batch norm's statistics: tests/test_lab_part2.py), and
+# the sub-questions heads_multi30k and window_loss (a BPE trained per session and val BLEU decoding; long windows).
+QUICK = [
+    "scaling",  # a GPT LM with the attention and gradient probes, per layer and projection (checked below)
+    "positions",  # the length probe: loss by position at 1x, 2x, 4x the trained context (checked below)
+    "decoding",  # a lab_measure job: the decoding cost, measured after training
+    "norm_text",  # batch norm in a language model, with the batch-norm statistics probe
+    "residual",  # the token-spread probe (its quick run: the depth-2 jobs, both skips and none)
+    "ln_placement",  # the encoder-decoder Transformer on Multi30k, with the per-stack gradient ratio
+    "residual_mnist",  # an image question: the plain vs residual MLP on MNIST, with the fit-error probe
+]
+# The questions of issue 11 (the sub-questions included), all in the lab.
+ISSUE_11 = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positions_sst2", "window_cost", "decoding"]
+ISSUE_11 += ["heads_multi30k", "window_loss"]
 # Sizes the data would give, for building the non-LM models without training their tokenizers here.
 SST2_FIELDS = {"vocab_size": 8192, "pad_token_id": 0, "num_labels": 2}
 MULTI30K_FIELDS = {
@@ -100,13 +112,16 @@ PART2 = [
 
 
 def test_the_lab_has_the_questions_of_issue_11():
-    assert set(QUICK) | {"heads_multi30k", "positions_sst2", "window_loss"} <= set(QUESTIONS)
+    assert set(ISSUE_11) <= set(QUESTIONS)
 
 
 def test_the_lab_has_the_questions_of_issue_12():
     assert set(PART2) <= set(QUESTIONS)
 
 
+# Reads no data file that differs between the data folder and the fixtures (a language model's vocabulary is tiny
+# shakespeare's, the same text in both; an image dataset's fields come from its spec; the classifiers and translators
+# take DATA_FIELDS): it runs once in CI, not again on the fixtures, except where a question's name names a dataset.
 @pytest.mark.parametrize("name", QUESTIONS)
 def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
     cfg = compose_question(name, tmp_path)
@@ -140,7 +155,7 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
         if key in built:
             continue
         built.add(key)
-        # A swept config group (model=vit,cnn) is a choice of file: compose the point with it.
+        # A swept config group (the model: a ViT or a CNN) is a choice of file: compose the point with it.
         groups = [f"{k}={v}" for k, v in point.items() if (CONF / k).is_dir()]
         point_cfg = compose_question(name, tmp_path, groups) if groups else cfg.copy()
         for k, v in point.items():
@@ -159,7 +174,7 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
             if k.startswith("model.net.") and v != "null":
                 assert canonical_value(getattr(net.config, k.removeprefix("model.net."))) == canonical_value(v)
             if (CONF / k).is_dir():
-                assert type(net).__name__.lower() == v  # model=cnn built the CNN
+                assert type(net).__name__.lower() == v  # the cnn file built the CNN
 
 
 def test_list_prints_every_question_with_its_claim():
@@ -190,33 +205,67 @@ def test_quick_run_writes_report_and_plots(name, tmp_path):
     sweep = tmp_path / name
     result = run_lab("run", name, "--quick", f"hydra.sweep.dir={sweep}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    # >= 2 points x >= 2 seeds: a job each, or (a timing question) one job per seed holding every arm
+    results = assert_lab_report(sweep, min_arms=4)
+    QUICK_RUN_CHECKS.get(name, lambda _: None)(results)
+
+
+def probes_ran_at_init_and_later_per_layer_and_projection(results: list[dict]) -> None:
+    metrics = results[0]["metrics"]
+    for key in (
+        "probe/attn/entropy/l0@init",
+        "probe/attn/diag_mass/l1@init",
+        "probe/attn/logit_var/mean@init",
+        "probe/grad/l0@init",
+        "probe/grad_group/attn.q@init",
+        "probe/grad_group/attn.k@init",
+    ):
+        assert key in metrics
+    assert len(results[0]["probes"]) >= 2
+
+
+def loss_by_position_at_each_length(results: list[dict]) -> None:
+    series = results[0]["series"]
+    assert [len(series[f"loss_by_position/{f}x"]) for f in (1, 2, 4)] == [64, 128, 256]
+
+
+def fit_error_and_gradient_ratio_of_the_mlps(results: list[dict]) -> None:
+    """Every MLP's fit error on both splits and no attention probe; the plain depth-10 net's gradient ratio (first
+    block over last) and its per-layer norms."""
+    for record in results:
+        metrics = record["metrics"]
+        assert 0 <= metrics["lab/train_error"] <= 1 and 0 <= metrics["lab/val_error"] <= 1
+        assert not any(k.startswith("probe/attn/") for k in metrics)
+    plain = {"model.net.depth=10", "model.net.shortcut=false"}
+    [plain_10] = [r for r in results if plain <= {o.lower() for o in r["overrides"]}]
+    assert "probe/grad/first_over_last@init" in plain_10["metrics"] and "probe/grad/l3@init" in plain_10["metrics"]
+
+
+# What a quick run of these questions records besides the report (a table, not branches in the test: the test's
+# source names no dataset, so the `data` marker of tests/conftest.py goes only to the runs that read one).
+QUICK_RUN_CHECKS = {
+    "scaling": probes_ran_at_init_and_later_per_layer_and_projection,
+    "positions": loss_by_position_at_each_length,
+    "residual_mnist": fit_error_and_gradient_ratio_of_the_mlps,
+}
+
+
+def assert_lab_report(sweep: Path, min_arms: int, quick: bool = True) -> list[dict]:
+    """A lab run's sweep folder holds a report with a verdict (saying it is a quick run when it is one) and its plots,
+    and at least `min_arms` measured arms whose probe and lab metrics are all finite; returns the jobs' result.json
+    records. Also used by the tests that run a question's quick run elsewhere (see QUICK)."""
     report = (sweep / "report.md").read_text()
-    assert "### Verdict: " in report and "Quick run" in report
+    assert "### Verdict: " in report and ("Quick run" in report) == quick
     assert report.split("### Verdict: ")[1].split("\n")[0] in VERDICTS
     pngs = sorted(sweep.glob("lab_*.png"))
     assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     results = [json.loads(p.read_text(), parse_constant=float) for p in sweep.glob("*/result.json")]
-    # >= 2 points x >= 2 seeds: a job each, or (a timing question) one job per seed holding every arm
     arms = [{**r["metrics"], **arm["metrics"]} for r in results for arm in r.get("arms") or [{"metrics": {}}]]
-    assert len(arms) >= 4
+    assert len(arms) >= min_arms
     for metrics in arms:
         probes = {k: v for k, v in metrics.items() if k.startswith(("probe/", "lab/"))}
         assert probes and all(math.isfinite(v) for v in probes.values()), probes
-    if name == "scaling":  # the probes ran at init and later, per layer and per projection
-        metrics = results[0]["metrics"]
-        for key in (
-            "probe/attn/entropy/l0@init",
-            "probe/attn/diag_mass/l1@init",
-            "probe/attn/logit_var/mean@init",
-            "probe/grad/l0@init",
-            "probe/grad_group/attn.q@init",
-            "probe/grad_group/attn.k@init",
-        ):
-            assert key in metrics
-        assert len(results[0]["probes"]) >= 2
-    if name == "positions":
-        series = results[0]["series"]
-        assert [len(series[f"loss_by_position/{f}x"]) for f in (1, 2, 4)] == [64, 128, 256]
+    return results
 
 
 # ---- the verdict, on hand-made sweeps ---------------------------------------------------------------------------

@@ -3,8 +3,6 @@ the fit-error probe counts mistakes over whole splits, and the token spread read
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from torch import nn
@@ -14,8 +12,6 @@ from zoo.lab.deep_mnist import DeepMLP, FitErrorProbe, ResidualBlock
 from zoo.lab.probes import GradNormProbe
 from zoo.lab.questions import question
 from zoo.lab.token_spread import TokenSpreadProbe, measure_token_spread, token_spread
-
-from conftest import assert_ok, run_script
 
 
 def zero_branch(block: ResidualBlock) -> None:
@@ -151,15 +147,8 @@ def test_the_residual_question_sweeps_the_four_skip_arms_and_reads_vanishing_aga
     assert all(len(c["points"]) == 1 and c["points"][0]["variant"] == "none" for c in vanishing)
 
 
-@pytest.mark.slow
-def test_residual_mnist_job_records_training_and_test_error(tmp_path, data_dir):
-    overrides = [o for o in question("residual_mnist")["quick"] if not o.startswith(("model.net.depth=", "seed="))]
-    args = ["experiment=lab/residual_mnist", *overrides, "model.net.depth=10", "model.net.shortcut=false", "seed=1"]
-    assert_ok(run_script("train.py", *args, "lab.mode=quick", f"hydra.run.dir={tmp_path}"))
-    metrics = json.loads((tmp_path / "result.json").read_text(), parse_constant=float)["metrics"]
-    assert 0 <= metrics["lab/train_error"] <= 1 and 0 <= metrics["lab/val_error"] <= 1
-    assert "probe/grad/first_over_last@init" in metrics and "probe/grad/l3@init" in metrics
-    assert not any(k.startswith("probe/attn/") for k in metrics)  # an MLP: nothing for the attention probe
+# A residual_mnist job's training and test error, gradient ratio and its lack of attention probes: checked on the
+# plain depth-10 job of the question's quick run (tests/test_lab.py, QUICK), which is this job.
 
 
 def test_the_per_layer_probes_record_their_layers_in_depth_order_at_init_and_last():

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from test_lab import assert_lab_report
 
 from zoo.lab import timing
 from zoo.lab.claims import decide, evaluate
@@ -153,6 +154,7 @@ def test_window_cost_times_its_arms_interleaved_in_one_job(tmp_path):
     command += ["seed=1,2,3,4,5", "lab_measure.arms.seq_len=[1024]", "lab_measure.batch_size=1"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert_lab_report(sweep, min_arms=10)  # window_cost's quick run in the suite (see QUICK in tests/test_lab.py)
     records = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/result.json"))]
     assert len(records) == 5 and all(len(r["arms"]) == 2 for r in records)  # one job per seed, both arms in it
     for record in records:

@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 
 import pytest
+from test_lab import assert_lab_report
 
 from zoo.data import GlueDataModule
 from zoo.lab.word_order import WordOrderProbe, shuffle_words
@@ -61,6 +62,7 @@ def test_the_sweep_records_the_probe_and_no_positions_loses_nothing(data_dir, tm
     command = [sys.executable, "-m", "zoo.lab", "run", *quick]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert_lab_report(sweep, min_arms=2)  # positions_sst2's quick run in the suite (see QUICK in tests/test_lab.py)
     results = sorted(sweep.glob("*/result.json"))
     assert len(results) == 2
     for path in results:
