@@ -9,7 +9,8 @@ compares points on one metric:
 - `selector`: {swept parameter: value, ...}; it must pick exactly one point (a subset of the parameters is enough).
 - `expect`: `less` / `greater` (first point vs second), `increasing` / `decreasing` (along the points, every
   neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end),
-  `above` / `below` (one point against a fixed `threshold`).
+  `above` / `below` (one point against a fixed `threshold`), `diff_in_diff` (four points a, b, c, d: the claim is
+  that a - b exceeds c - d, e.g. what post-LN loses without warm-up, a - b, against what pre-LN loses, c - d).
 - `metric_b`: for two-point checks, the second point's metric when it differs (the same point twice, two metrics).
 - `paper`: true when the check restates the cited paper's own claim (the summary of docs/lab.md reads these checks
   for "agrees with the cited paper"); claim checks only.
@@ -34,6 +35,9 @@ How a claim check is decided (zoo/lab/stats.py does the arithmetic):
 - `similar`: TOST. The bound is `tolerance` x |mean of the first point| when the check states a tolerance, else the
   smallest effect; supported when the effect is inside (-bound, +bound) by both one-sided tests, contradicted when
   it is outside on one side.
+- `diff_in_diff`: the effect (a - b) - (c - d) is computed seed by seed over the seeds all four points ran (each
+  seed's four runs share its data order, which cancels), and its one-sample t interval is read against the
+  smallest effect like any directional check. Non-finite values (a diverged run) leave it inconclusive.
 - Several comparisons in one check (trends, interior optima): supported when all are (the largest p), contradicted
   when any is (the smallest p times their number).
 - Holm's correction runs over the question's claim checks: once over their tests of support, once over their tests
@@ -64,6 +68,7 @@ EXPECTATIONS = (
     "interior_max",
     "above",
     "below",
+    "diff_in_diff",
 )
 KINDS = ("claim", "sanity")
 OUTCOMES = ("supported", "contradicted", "inconclusive")
@@ -144,6 +149,10 @@ def check_config(check: dict, index: int) -> None:
         raise ValueError(f"{where}: unknown expect '{check['expect']}'; choose one of {', '.join(EXPECTATIONS)}")
     n, expect = len(check["points"]), check["expect"]
     two = expect in ("less", "greater", "similar")
+    if expect == "diff_in_diff" and n != 4:
+        raise ValueError(f"{where}: expect 'diff_in_diff' needs exactly 4 points (a, b, c, d: is a - b > c - d?)")
+    if expect == "diff_in_diff" and (check.get("diverged") or check.get("factor") is not None):
+        raise ValueError(f"{where}: expect 'diff_in_diff' takes neither diverged nor factor; remove them")
     need = 3 if expect.startswith("interior") else 1 if expect in ("above", "below") else 2
     if expect in ("above", "below") and (n != 1 or "threshold" not in check):
         raise ValueError(f"{where}: expect '{expect}' needs exactly 1 point and a threshold")
@@ -376,6 +385,38 @@ def _sanity_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
     return Step(f"{shown}: {'every' if ok else 'not every'} seed", 0.0 if ok else 1.0, 1.0 if ok else 0.0)
 
 
+# (a - b) - (c - d): the weights of the four points in a difference in differences
+DIFF_IN_DIFF = (1.0, -1.0, -1.0, 1.0)
+
+
+def _diff_in_diff_step(values: list[dict], rule: Rule, sanity: bool = False) -> Step:
+    """Is a - b larger than c - d? Each seed's own difference in differences, then their interval (a claim) or
+    every seed (a sanity check)."""
+    means = [mean(v.values()) if all(math.isfinite(x) for x in v.values()) else math.nan for v in values]
+    shown = f"({_shown(values[0])} - {_shown(values[1])}) - ({_shown(values[2])} - {_shown(values[3])})"
+    if not all(math.isfinite(m) for m in means):
+        return Step(f"{shown}: inconclusive, a non-finite value (a run diverged): no difference to take")
+    seeds = sorted(set.intersection(*(set(v) for v in values)))
+    if sanity:
+        per_seed = [sum(w * v[s] for w, v in zip(DIFF_IN_DIFF, values)) for s in seeds]
+        ok = bool(per_seed) and min(per_seed) > 0
+        return Step(f"{shown}: {'every' if ok else 'not every'} seed", 0.0 if ok else 1.0, 1.0 if ok else 0.0)
+    if len(seeds) < 2:  # the effect is per seed: only seeds all four points ran count
+        return Step(f"{shown}: {_seed_shortage(len(seeds))} (counting the seeds all four points ran)")
+    effect = stats.paired_contrast(values, list(DIFF_IN_DIFF))
+    low, high = effect.interval()
+    text = (
+        f"{shown}: difference in differences {effect.estimate:+.3g} [95% CI {low:+.3g}, {high:+.3g}] "
+        f"({effect.method} over {effect.n} seeds all four points ran)"
+    )
+    if rule.boundary:
+        text += f", smallest effect {rule.boundary:g}"
+    measured = [(effect.estimate, low, high)]
+    if effect.n < stats.MIN_SEEDS:
+        return Step(f"{text}; {_seed_shortage(effect.n)}", effects=measured)
+    return Step(text, effect.p_above(rule.boundary), effect.p_below(rule.boundary), measured)
+
+
 # ---- a check ----------------------------------------------------------------------------------------------------
 
 
@@ -423,6 +464,9 @@ def evaluate(
         summary = steps[0].text
     elif expect in ("less", "greater", "similar"):
         steps = [step(values[0], values[1], expect, rule)]
+        summary = steps[0].text
+    elif expect == "diff_in_diff":
+        steps = [_diff_in_diff_step(values, rule, sanity=kind == "sanity")]
         summary = steps[0].text
     elif expect in ("increasing", "decreasing"):
         direction = "less" if expect == "increasing" else "greater"

@@ -8,6 +8,14 @@ position table is then simply longer than the training windows, and its rows pas
 
 Records: series `loss_by_position/<f>x` (one value per position), metrics `lab/loss@<f>x` (all positions) and
 `lab/loss_beyond@<f>x` (positions past the training length only).
+
+Whether a model extrapolates is read like for like: on the same windows and the same positions past the training
+length, `lab/loss_window@<f>x` is the loss of those tokens when each is predicted from its own last L tokens only
+(a window of the training length sliding one token at a time: every prediction sees what the last position of a
+training window saw). `lab/loss_beyond@<f>x` minus it is what the context beyond L costs (> 0: the model breaks on
+longer inputs) or gives (< 0), with the same text and the same distance to the window's start for every variant;
+comparing `loss_beyond@<f>x` with `loss@1x` instead would mix other windows and positions 1..L, whose short
+contexts make their loss higher whatever the positions.
 """
 
 from __future__ import annotations
@@ -53,6 +61,8 @@ class LengthProbe(L.Callback):
             self.metrics[f"lab/loss@{name}"] = float(losses.mean())
             if length > train_len:
                 self.metrics[f"lab/loss_beyond@{name}"] = float(losses[train_len:].mean())
+                within = self._loss_within_training_length(pl_module, tokens, length, train_len)
+                self.metrics[f"lab/loss_window@{name}"] = float(within.mean())
         log_on_rank_zero(trainer, self.metrics)
 
     @torch.no_grad()
@@ -70,6 +80,31 @@ class LengthProbe(L.Callback):
                 logits = pl_module(idx)
                 loss = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T)
                 total += loss.sum(0).double().cpu()
+        finally:
+            pl_module.train(was_training)
+        return total / count
+
+    @torch.no_grad()
+    def _loss_within_training_length(self, pl_module, tokens, length: int, train_len: int) -> torch.Tensor:
+        """Per position past `train_len` of the same windows as _loss_by_position: the loss of its target when the
+        model reads only the `train_len` tokens that end at it (a sliding window, one forward per position)."""
+        windows = DisjointWindows(tokens, length, seed=0)
+        count = min(self.max_windows, len(windows))
+        was_training = pl_module.training
+        pl_module.eval()
+        total = torch.zeros(length - train_len, dtype=torch.float64)
+        try:
+            for i in range(count):
+                idx, targets = windows[i]
+                # slice s holds tokens s .. s + train_len - 1; its last one, at position s + train_len - 1, is past
+                # the training length for s >= 1
+                slices = idx.unfold(0, train_len, 1)[1:]
+                wanted = targets[train_len:]
+                for start in range(0, len(slices), self.batch_size * 8):
+                    part = slices[start : start + self.batch_size * 8].to(pl_module.device)
+                    logits = pl_module(part)[:, -1].float()
+                    target = wanted[start : start + len(part)].to(pl_module.device)
+                    total[start : start + len(part)] += F.cross_entropy(logits, target, reduction="none").double().cpu()
         finally:
             pl_module.train(was_training)
         return total / count

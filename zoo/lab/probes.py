@@ -135,10 +135,19 @@ def measure_attention(pl_module: L.LightningModule, batch) -> dict[str, float]:
 class GradNormProbe(_Probe):
     """L2 norm of the gradient per layer (probe/grad/<layer>) and per parameter group (probe/grad_group/<group>:
     attn.q / attn.k / attn.v / attn.out, ffn, norm, embedding, head), read before the optimizer step (and
-    before clipping) at step 0 and every `every_n_steps` steps."""
+    before clipping) at step 0, every `every_n_steps` steps and at the last step: `@last` is the gradient of the
+    trained model (a claim that gradients vanish once the softmax saturates is about the weights training reaches,
+    not about the initial ones), whatever every_n_steps was."""
+
+    _last_step: int | None = None
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        steps = trainer.estimated_stepping_batches  # max_steps, or the epochs' batches; inf when neither bounds it
+        self._last_step = int(steps) - 1 if math.isfinite(steps) else None
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
-        if self._due(trainer.global_step):
+        step = trainer.global_step
+        if self._due(step) or (step == self._last_step and step not in self.history):
             self._log(trainer, gradient_norms(pl_module))
 
     def lab_record(self) -> dict:

@@ -80,7 +80,9 @@ class Reference:
         rule += f" more than a {self.bar[0]} table" if self.bar[0].endswith("gram") else ""
         rule += ": the table says so, and the claim checks on it are inconclusive"
         if self.exempt:
-            rule += f" (not those on {', '.join(f'`{e}`' for e in self.exempt)}: read before training)"
+            before = all(e.endswith("@init") for e in self.exempt)
+            why = "read before training" if before else "what the arm learned does not change them"
+            rule += f" (not those on {', '.join(f'`{e}`' for e in self.exempt)}: {why})"
         return f"**Reference** for {self.metric}: {values}. {self.about}. {rule}."
 
 

@@ -117,6 +117,18 @@ def compare(a: dict, b: dict) -> Effect:
     return welch(list(a.values()), list(b.values()))
 
 
+def paired_contrast(points: list[dict], weights: list[float]) -> Effect:
+    """sum(weight_i x point_i), computed seed by seed over the seeds every point ran, then a one-sample t interval
+    of those per-seed contrasts: e.g. a difference in differences, (a - b) - (c - d), with weights (1, -1, -1, 1).
+    Each seed's contrast cancels what the four runs of that seed share (its data order)."""
+    if len(points) != len(weights):
+        raise ValueError(f"a contrast needs one weight per point, got {len(weights)} weights for {len(points)} points")
+    seeds = sorted(set.intersection(*(set(p) for p in points)))
+    per_seed = [sum(w * p[s] for w, p in zip(weights, points)) for s in seeds]
+    effect = one_sample(per_seed, 0.0)
+    return Effect(effect.estimate, effect.se, effect.df, effect.n, "paired contrast t")
+
+
 # ---- accuracies on the same examples: McNemar ------------------------------------------------------------------
 
 
