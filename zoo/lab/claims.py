@@ -9,7 +9,9 @@ compares points on one metric:
 - `selector`: {swept parameter: value, ...}; it must pick exactly one point (a subset of the parameters is enough).
 - `expect`: `less` / `greater` (first point vs second), `increasing` / `decreasing` (along the points, every
   neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end),
-  `above` / `below` (one point against a fixed `threshold`).
+  `above` / `below` (one point against a fixed `threshold`), `gap_greater` (four points a, b, c, d: the gap a - b
+  is wider than the gap c - d, seed by seed: a difference in differences, e.g. a CNN's lead over a ViT shrinking as
+  the data grows).
 - `metric_b`: for two-point checks, the second point's metric when it differs (the same point twice, two metrics).
 - `kind`: `claim` (the default) or `sanity`: an implementation check (a fold is exact, memory grows with n). Sanity
   checks are listed apart, decided on every seed (all seeds must show it), and never count toward the verdict.
@@ -62,6 +64,7 @@ EXPECTATIONS = (
     "interior_max",
     "above",
     "below",
+    "gap_greater",
 )
 KINDS = ("claim", "sanity")
 OUTCOMES = ("supported", "contradicted", "inconclusive")
@@ -143,6 +146,8 @@ def check_config(check: dict, index: int) -> None:
     n, expect = len(check["points"]), check["expect"]
     two = expect in ("less", "greater", "similar")
     need = 3 if expect.startswith("interior") else 1 if expect in ("above", "below") else 2
+    if expect == "gap_greater" and (n != 4 or check.get("metric_b") or check.get("factor") is not None):
+        raise ValueError(f"{where}: expect 'gap_greater' needs 4 points (a - b vs c - d) on one metric, no factor")
     if expect in ("above", "below") and (n != 1 or "threshold" not in check):
         raise ValueError(f"{where}: expect '{expect}' needs exactly 1 point and a threshold")
     if check.get("diverged") not in (None, "worst"):
@@ -422,6 +427,10 @@ def evaluate(
         direction = "less" if expect == "increasing" else "greater"
         steps = [step(a, b, direction, rule) for a, b in zip(values, values[1:])]
         summary = f"{len(steps)} steps {expect}, each tested"
+    elif expect == "gap_greater":
+        gap = step(*_gaps(values), "greater", rule)
+        steps = [replace(gap, text=f"gap a - b vs gap c - d: {gap.text}")]
+        summary = steps[0].text
     else:
         steps, summary = _interior(values, expect, step, rule)
     p_support, p_contradict = _combine(steps) if steps else (None, None)
@@ -434,6 +443,15 @@ def evaluate(
         outcome = "inconclusive" if p_support is None else "supported" if p_support == 0.0 else "contradicted"
         return replace(result, outcome=outcome)
     return result
+
+
+def _gaps(values: list[dict]) -> tuple[dict, dict]:
+    """gap_greater: the two gaps a - b and c - d on the seeds all four points ran, compared as two points (paired by
+    seed, so the comparison is the difference in differences). Plain dicts: a gap has no per-example record, so
+    McNemar's test does not apply and the t test decides."""
+    seeds = sorted(set.intersection(*(set(v) for v in values)))
+    a, b, c, d = values
+    return {s: a[s] - b[s] for s in seeds}, {s: c[s] - d[s] for s in seeds}
 
 
 def _contended(samples: dict, keys: list, metrics: list[str]) -> str | None:
