@@ -179,6 +179,8 @@ def compute(ref: dict, config: dict) -> Reference:
 def _model_classes(config: dict) -> int | None:
     net = ((config.get("model") or {}).get("net") or {}) if isinstance(config.get("model"), dict) else {}
     for source in (net, config.get("data") or {}):
+        if not isinstance(source, dict):  # an unresolved interpolation (a net looked up by name, inductive_bias)
+            continue
         for key in ("num_classes", "num_labels"):
             if isinstance(source.get(key), int) and source[key] > 0:
                 return source[key]
