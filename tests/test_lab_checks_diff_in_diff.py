@@ -113,8 +113,9 @@ def test_every_seed_decides_a_sanity_difference_in_differences():
     "bad, message",
     [
         ({"points": [{"p": n} for n in "abc"]}, "needs exactly 4 points"),
-        ({"diverged": "worst"}, "takes neither diverged nor factor"),
-        ({"factor": 2}, "takes neither diverged nor factor"),
+        ({"diverged": "worst"}, "neither diverged, factor nor metric_b"),
+        ({"factor": 2}, "neither diverged, factor nor metric_b"),
+        ({"metric_b": "val/acc"}, "neither diverged, factor nor metric_b"),
     ],
 )
 def test_a_malformed_difference_in_differences_is_a_one_line_error(bad, message):

@@ -218,7 +218,7 @@ def quick_job(name: str, run_dir, **point: str) -> dict:
 
 
 @pytest.mark.slow
-def test_bn_vit_job_records_the_fold_the_bn_statistics_and_the_loss_curve(tmp_path, data_dir):
+def test_bn_vit_job_records_the_fold_the_bn_statistics_the_loss_curve_and_its_fit(tmp_path, data_dir):
     record = quick_job("bn_vit", tmp_path, variant="bn_ffn")
     metrics = record["metrics"]
     assert metrics["lab/fold_max_diff"] <= 1e-5 and metrics["lab/batchnorms"] > 0
@@ -229,13 +229,37 @@ def test_bn_vit_job_records_the_fold_the_bn_statistics_and_the_loss_curve(tmp_pa
     assert len(bn_layers) == 13 and "probe/bn/mean_std/l0.ff.inner_norm" in metrics
     assert all(0 < metrics[k] < 10 for k in bn_layers)
     assert len(record["series"]["train_loss"]) == 3  # 6 steps, every 2
+    # the fit read: every one of the 500 training images, so the accuracy is a whole count of them
+    assert metrics["lab/train_acc"] == pytest.approx(1 - metrics["lab/train_error"])
+    assert round(500 * metrics["lab/train_acc"], 6) == round(500 * metrics["lab/train_acc"])
+    # the tuned recipe's settings reached the job: average pooling, Muon, batches of 128
+    config = (tmp_path / "config_resolved.yaml").read_text()
+    assert "pool: avg" in config and "zoo.optim.muon.MuonWithAdamW" in config and "batch_size: 128" in config
 
 
 @pytest.mark.slow
-def test_inductive_bias_cnn_job_trains_on_the_subset_without_attention_probes(tmp_path, data_dir):
-    record = quick_job("inductive_bias", tmp_path, model="cnn", **{"data.max_train_images": "500"})
+def test_inductive_bias_cnn_job_trains_on_the_subset_with_its_size_and_fit_recorded(tmp_path, data_dir):
+    record = quick_job("inductive_bias", tmp_path, arch="cnn", subset="s500")
     metrics = record["metrics"]
     assert 0 <= metrics["val/acc"] <= 1 and "probe/grad/total@init" in metrics
     assert not any(k.startswith("probe/attn/") for k in metrics)  # the CNN has no attention to probe
+    assert metrics["lab/params"] == 146_244  # resnet8 at 22 / 44 / 88 channels, 1 input channel, 10 classes
+    assert round(500 * metrics["lab/train_acc"], 6) == round(500 * metrics["lab/train_acc"])  # over the 500 images
     config = (tmp_path / "config_resolved.yaml").read_text()
     assert "zoo.models.CNN.from_preset" in config and "max_train_images: 500" in config
+
+
+def test_the_parameter_count_counts_a_shared_tensor_once_and_skips_frozen_ones():
+    from zoo.lab.param_count import ParameterCountProbe
+
+    class Task(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 4), nn.Linear(4, 2))
+            self.net[2].weight = self.net[0].weight  # tied, (3, 4) both: counted once
+            self.net[1].bias.requires_grad_(False)
+
+    probe = ParameterCountProbe()
+    probe.on_fit_start(None, Task())
+    # 12 + 3 (first layer), 12 (second, its 4 bias entries frozen), 2 (the third's own bias)
+    assert probe.lab_record() == {"metrics": {"lab/params": 29.0}}

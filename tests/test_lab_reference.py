@@ -342,3 +342,21 @@ def test_a_section_of_the_earlier_rule_is_checked_against_the_reference_by_its_p
     # the question's config (char LM windows of 64, 20 batches of 12): the trigram near 2.02
     assert row["did not learn"].startswith("1 of 2 by its table's means (val/loss ≥ trigram 2.0")
     assert row["did not learn"].endswith("): n_layer=2, residual=False")
+
+
+def test_a_margin_above_chance_is_the_bar_and_the_recipe_a_line_beside_it(tmp_path):
+    checks = [{"name": "b beats a", "metric": "val/acc", "expect": "greater", "points": [{"p": "b"}, {"p": "a"}]}]
+    reference = {"kind": "chance", "metric": "val/acc", "num_classes": 10, "margin": 0.5, "recipe": 0.973}
+    lab = {"reference": reference, "table": ["val/acc"]}
+    sweep = make_sweep(tmp_path / "sweep", {"a": spread(0.45), "b": spread(0.9)}, checks, lab)
+    for folder in sweep.iterdir():  # accuracies: a near 0.45 (well above chance, below the bar), b near 0.9
+        record = json.loads((folder / "result.json").read_text())
+        record["metrics"]["val/acc"] = record["value"]
+        (folder / "result.json").write_text(json.dumps(record))
+    text = write_report(sweep)[0].read_text()
+    assert "**Reference** for val/acc: chance 0.1, chance + 0.5 = 0.6, tuned recipe 0.973." in text
+    assert "does not beat chance + 0.5 did not learn" in text
+    assert "inconclusive. p=a did not learn (validation accuracy 0.45 ≤ chance + 0.5 = 0.6)" in text
+    assert "beats chance + 0.5 |" in next(line for line in text.splitlines() if line.startswith("| b | 5 | "))
+    with pytest.raises(ValueError, match="margin must be a number >= 0"):
+        reference_config({"reference": {**reference, "margin": -0.1}})

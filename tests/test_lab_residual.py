@@ -104,8 +104,53 @@ def test_fit_error_counts_the_mistakes_over_every_batch_of_each_split():
     probe = FitErrorProbe()
     task = _Task().train()
     probe.on_train_end(_Trainer(_Data(train, val)), task)
-    assert probe.lab_record() == {"metrics": {"lab/train_error": 0.25, "lab/val_error": 0.75}}
+    assert probe.lab_record() == {"metrics": {"lab/train_error": 0.25, "lab/val_error": 0.75, "lab/train_acc": 0.75}}
     assert task.training  # put back as it was
+
+
+class _Split(torch.utils.data.Dataset):
+    """Images whose first pixel is their label, seen through `transform` (as zoo.data.images' splits are)."""
+
+    def __init__(self, labels, transform):
+        self.labels, self.transform = labels, transform
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        image = torch.zeros(1, 2, 2)
+        image[0, 0, 0] = self.labels[i]
+        return self.transform(image), self.labels[i]
+
+
+class _ImageData(_Data):
+    def __init__(self, train, val):
+        super().__init__(torch.utils.data.DataLoader(train, batch_size=3), torch.utils.data.DataLoader(val))
+        self.splits = {"train": train, "val": val}
+
+    def train_dataset(self):
+        return self.splits["train"]
+
+    def eval_dataset(self, split):
+        return self.splits[split]
+
+    def loader_batch_size(self, train):
+        return 2
+
+
+def test_fit_error_without_augmentation_reads_the_training_images_through_the_val_transform():
+    def shift(image):  # an "augmentation" that moves every image to another class
+        return image + 1
+
+    train, val = _Split([1, 2, 3, 4, 5], shift), _Split([1, 2, 3], lambda image: image)
+    augmented, clean = FitErrorProbe(), FitErrorProbe(unaugmented=True)
+    for probe in (augmented, clean):
+        probe.on_train_end(_Trainer(_ImageData(train, val)), _Task())
+    assert augmented.metrics["lab/train_error"] == 1.0  # every augmented image lands on the next class
+    assert clean.metrics == {"lab/train_error": 0.0, "lab/val_error": 0.0, "lab/train_acc": 1.0}
+    assert train.transform is shift  # the run's own split keeps its augmentation
+    with pytest.raises(ValueError, match="carry their transform"):
+        FitErrorProbe(unaugmented=True).on_train_end(_Trainer(_Data([], [])), _Task())
 
 
 def test_token_spread_is_zero_at_rank_collapse_and_near_one_for_unrelated_positions():

@@ -218,3 +218,48 @@ def test_holm_runs_over_the_claim_checks_and_sanity_checks_stay_apart():
     # the verdict is the claim checks' only: a contradicted sanity check does not make a claim contradicted
     supported = decide([results[0]])
     assert verdict(decide([results[0], broken])) == verdict(supported) == "supported"
+
+
+# ---- a difference in differences ----------------------------------------------------------------------------------
+
+GRID = {(m, n): {"model": m, "n": n} for m in ("cnn", "vit") for n in ("500", "8000")}
+GAP_CHECK = {
+    "name": "gap",
+    "metric": "val/acc",
+    "expect": "diff_in_diff",
+    "points": [{"model": m, "n": n} for n in ("500", "8000") for m in ("cnn", "vit")],
+}
+
+
+def gap_outcome(cnn_small, vit_small, cnn_large, vit_large):
+    """The outcome of 'cnn - vit at 500 is wider than cnn - vit at 8000' on five seeds per point."""
+    values = {
+        ("cnn", "500"): cnn_small,
+        ("vit", "500"): vit_small,
+        ("cnn", "8000"): cnn_large,
+        ("vit", "8000"): vit_large,
+    }
+    samples = {key: {"val/acc": {str(s + 1): v for s, v in enumerate(vs)}} for key, vs in values.items()}
+    (result,) = decide([evaluate(GAP_CHECK, samples, GRID, 0)])
+    return result
+
+
+def test_a_gap_that_shrinks_is_supported_and_one_that_stays_is_not():
+    cnn = [0.95, 0.96, 0.955, 0.952, 0.958]
+    # The ViT's seeds vary far more than the gap change between seeds does: only the pairing by seed makes it clear.
+    vit_small = [0.80, 0.90, 0.85, 0.82, 0.88]
+    shrinking = gap_outcome(cnn, vit_small, cnn, [v + 0.08 + 0.002 * i for i, v in enumerate(vit_small)])
+    assert shrinking.outcome == "supported", shrinking.detail
+    assert shrinking.effects[0][0] == pytest.approx(0.084)  # the gap narrowed by 0.08 + the 0.004 mean of the trend
+    assert "difference in differences" in shrinking.detail
+    same = gap_outcome(cnn, vit_small, cnn, vit_small)  # the same gap at both sizes: no narrowing at all
+    assert same.outcome == "contradicted", same.detail
+    widening = gap_outcome(cnn, vit_small, cnn, [v - 0.05 for v in vit_small])
+    assert widening.outcome == "contradicted"
+
+
+def test_a_gap_check_needs_four_points_on_one_metric():
+    with pytest.raises(ValueError, match="diff_in_diff' needs exactly 4 points"):
+        evaluate({**GAP_CHECK, "points": GAP_CHECK["points"][:3]}, {}, GRID, 0)
+    with pytest.raises(ValueError, match="neither diverged, factor nor metric_b"):
+        evaluate({**GAP_CHECK, "metric_b": "val/loss"}, {}, GRID, 0)

@@ -151,8 +151,8 @@ def check_config(check: dict, index: int) -> None:
     two = expect in ("less", "greater", "similar")
     if expect == "diff_in_diff" and n != 4:
         raise ValueError(f"{where}: expect 'diff_in_diff' needs exactly 4 points (a, b, c, d: is a - b > c - d?)")
-    if expect == "diff_in_diff" and (check.get("diverged") or check.get("factor") is not None):
-        raise ValueError(f"{where}: expect 'diff_in_diff' takes neither diverged nor factor; remove them")
+    if expect == "diff_in_diff" and (check.get("diverged") or check.get("factor") is not None or check.get("metric_b")):
+        raise ValueError(f"{where}: expect 'diff_in_diff' takes neither diverged, factor nor metric_b; remove them")
     need = 3 if expect.startswith("interior") else 1 if expect in ("above", "below") else 2
     if expect in ("above", "below") and (n != 1 or "threshold" not in check):
         raise ValueError(f"{where}: expect '{expect}' needs exactly 1 point and a threshold")

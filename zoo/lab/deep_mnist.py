@@ -18,11 +18,13 @@ claim is about depth and optimization, not about convolutions.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import lightning as L
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from zoo.models.base import ZooModel, check_positive
 
@@ -107,22 +109,30 @@ class DeepMLP(ZooModel):
 
 class FitErrorProbe(L.Callback):
     """After training: `lab/train_error` and `lab/val_error`, the top-1 error of the final weights in eval mode on
-    every image of the training and validation splits (the training loader's own images: no augmentation is meant
-    to be on when this is read as "how well the net fits its training set")."""
+    every image of the training and validation splits, and `lab/train_acc` (1 - the training error).
 
-    def __init__(self) -> None:
+    By default the training images are those of the training loader (the run's augmentation, if any, applied: turn
+    it off when this is read as "how well the net fits its training set"). With `unaugmented` they are the training
+    split seen through the validation split's transform: the training images themselves, with augmentation on in
+    training (a split that carries its `transform`, as zoo.data.images' do)."""
+
+    def __init__(self, unaugmented: bool = False) -> None:
+        self.unaugmented = unaugmented
         self.metrics: dict[str, float] = {}
 
     def on_train_end(self, trainer, pl_module) -> None:
         datamodule = trainer.datamodule
         if datamodule is None:
             raise ValueError("FitErrorProbe needs the run's DataModule (its train and val loaders)")
+        train = _unaugmented_loader(datamodule) if self.unaugmented else datamodule.train_dataloader()
         was_training = pl_module.training
         pl_module.eval()
         try:
+            train_error = _error(pl_module, train)
             self.metrics = {
-                "lab/train_error": _error(pl_module, datamodule.train_dataloader()),
+                "lab/train_error": train_error,
                 "lab/val_error": _error(pl_module, datamodule.val_dataloader()),
+                "lab/train_acc": 1.0 - train_error,
             }
         finally:
             pl_module.train(was_training)
@@ -130,6 +140,20 @@ class FitErrorProbe(L.Callback):
 
     def lab_record(self) -> dict:
         return {"metrics": dict(self.metrics)}
+
+
+def _unaugmented_loader(datamodule) -> DataLoader:
+    """The training split through the validation split's transform, in evaluation-sized batches."""
+    readers = getattr(datamodule, "train_dataset", None), getattr(datamodule, "eval_dataset", None)
+    train, val = (readers[0](), readers[1]("val")) if all(readers) else (None, None)
+    if not (hasattr(train, "transform") and hasattr(val, "transform")):
+        raise ValueError(
+            "FitErrorProbe(unaugmented=true) needs splits that carry their transform (zoo.data.images); "
+            "use unaugmented=false and turn the augmentation off instead"
+        )
+    clean = copy.copy(train)
+    clean.transform = val.transform
+    return DataLoader(clean, batch_size=datamodule.loader_batch_size(train=False), shuffle=False)
 
 
 @torch.no_grad()

@@ -11,7 +11,10 @@ A question states its reference in its config, `lab.reference`:
   the windows the val loss covers (zoo/lab/baselines.py), with the data and budget of the jobs themselves (their
   config_resolved.yaml); `learned_below` is the order an arm must beat (3: the trigram); `method` kneser_ney
   (default) or absolute.
-- `chance`: 1 / `num_classes` (else the model's `num_classes` / `num_labels` in the jobs' config), or `value`.
+- `chance`: 1 / `num_classes` (else the model's `num_classes` / `num_labels` in the jobs' config), or `value`;
+  `margin` raises the bar above chance (an arm a hair above chance has not learned the task either), and `recipe`
+  shows the tuned recipe's figure beside it (a line to read against, not a bar: an arm of a sweep cut to fit the
+  lab's budget is not expected to reach it).
 - `tagger`: for character tagging (zoo/data/char_tagging.py), the majority class and count taggers over the last
   1..`orders` (default 4) characters (zoo/lab/tag_baselines.py), fitted on the training split and scored on the
   tagged characters `val/acc` covers; the bar is the majority class (what always answering the commoner tag scores).
@@ -40,6 +43,7 @@ from .metric_names import describe
 KINDS = ("ngram", "chance", "value", "tagger")
 DEFAULT_EXEMPT = ("*@init",)
 _KEYS = {"kind", "metric", "learned_below", "orders", "method", "num_classes", "value", "label", "better", "exempt"}
+_KEYS |= {"margin", "recipe", "recipe_label"}
 
 
 class UnavailableError(Exception):
@@ -67,6 +71,11 @@ class Reference:
         sign = "≥" if self.lower_is_better else "≤"
         return f"did not learn ({word} {mean:.4g} {sign} {label} {value:.4g})"
 
+    def bar_name(self) -> str:
+        """'chance', 'chance + 0.5' or 'the trigram': the bar as a sentence names it."""
+        label = self.bar[0].removesuffix(" =")  # "chance + 0.5 =" reads "chance + 0.5 = 0.6" beside its value
+        return label if label.startswith("chance") else f"the {label}"
+
     def bar_text(self) -> str:
         """'val/loss ≥ trigram 2.02': what not learning means here."""
         label, value = self.bar
@@ -75,8 +84,7 @@ class Reference:
     def line(self) -> str:
         """The reference under the table's heading: the values first, then what they are."""
         values = ", ".join(f"{label} {value:.4g}" for label, value in self.lines)
-        bar = self.bar[0] if self.bar[0] == "chance" else f"the {self.bar[0]}"
-        rule = f"An arm whose mean {self.metric} does not beat {bar} did not learn"
+        rule = f"An arm whose mean {self.metric} does not beat {self.bar_name()} did not learn"
         rule += f" more than a {self.bar[0]} table" if self.bar[0].endswith("gram") else ""
         rule += ": the table says so, and the claim checks on it are inconclusive"
         if self.exempt:
@@ -104,6 +112,9 @@ def reference_config(lab: dict) -> dict | None:
         raise ValueError(f"{where}: method must be one of {', '.join(baselines.METHODS)}, got {ref['method']!r}")
     if ref["kind"] == "value" and not isinstance(ref.get("value"), (int, float)):
         raise ValueError(f"{where}: kind value needs a number `value`, got {ref.get('value')!r}")
+    for key in ("margin", "recipe"):
+        if ref.get(key) is not None and not (isinstance(ref[key], (int, float)) and ref[key] >= 0):
+            raise ValueError(f"{where}: {key} must be a number >= 0, got {ref[key]!r}")
     if ref.get("better") not in (None, "lower", "higher"):
         raise ValueError(f"{where}: better must be lower or higher, got {ref['better']!r}")
     patterns = ref.get("exempt", list(DEFAULT_EXEMPT))
@@ -158,7 +169,16 @@ def compute(ref: dict, config: dict) -> Reference:
             source = "from the question's config"
         about = f"Chance: {source}"
         line = ("chance", float(value))
-        return Reference(ref["metric"], (line,), line, lower, about, _exempt(ref))
+        lines, bar = [line], line
+        margin = float(ref.get("margin") or 0.0)
+        if margin:
+            bar = (f"chance + {margin:g} =", line[1] - margin if lower else line[1] + margin)
+            lines.append(bar)
+            about += f"; an arm must beat chance by {margin:g} to count as having learned"
+        if ref.get("recipe") is not None:
+            lines.append((str(ref.get("recipe_label") or "tuned recipe"), float(ref["recipe"])))
+            about += "; the tuned recipe is shown to read the arms against, not as a bar"
+        return Reference(ref["metric"], tuple(lines), bar, lower, about, _exempt(ref))
     if ref["kind"] == "tagger":
         return _tagger(ref, config)
     return _ngram(ref, config)
@@ -167,6 +187,8 @@ def compute(ref: dict, config: dict) -> Reference:
 def _model_classes(config: dict) -> int | None:
     net = ((config.get("model") or {}).get("net") or {}) if isinstance(config.get("model"), dict) else {}
     for source in (net, config.get("data") or {}):
+        if not isinstance(source, dict):  # an unresolved interpolation (a net looked up by name, inductive_bias)
+            continue
         for key in ("num_classes", "num_labels"):
             if isinstance(source.get(key), int) and source[key] > 0:
                 return source[key]

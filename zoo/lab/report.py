@@ -111,7 +111,7 @@ def table(
         if found:
             ref = found.get(key)
             stat = sweep.stat(key, ref.metric) if ref else None
-            bar = ref.bar[0] if ref and ref.bar[0] == "chance" else f"the {ref.bar[0]}" if ref else ""
+            bar = ref.bar_name() if ref else ""
             beats = "n/a" if stat is None else f"beats {bar}" if math.isfinite(stat.mean) else "diverged"
             cells.append((not_learned or {}).get(key) or beats)
         if chosen is not None:
