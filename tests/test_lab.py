@@ -36,7 +36,8 @@ QUESTIONS = question_names()
 QUICK = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positions_sst2", "window_cost", "decoding"]
 # Issue 12's questions; the image questions (bn_vit, inductive_bias) run one job each in tests/test_lab_part2.py.
 # Each quick run takes ~10 s on an idle 2-core CPU (residual's quick run is its depth-2 jobs, both skips and none).
-QUICK += ["activation", "norm_text", "norm_text_sst2", "ln_placement", "direction", "why_normalize", "residual"]
+QUICK += ["activation", "norm_text", "norm_text_sst2", "ln_placement", "why_normalize", "residual"]
+# `direction`'s quick run is in tests/test_lab_direction.py, with and without the full data directory.
 # Issue 26: the classic analogue of `residual` (a plain vs residual MLP on MNIST; its quick run is 4 jobs of 6 steps).
 QUICK += ["residual_mnist"]
 # Sizes the data would give, for building the non-LM models without training their tokenizers here.
@@ -52,7 +53,6 @@ MULTI30K_FIELDS = {
 DATA_FIELDS = {
     "positions_sst2": SST2_FIELDS,
     "norm_text_sst2": SST2_FIELDS,
-    "direction": SST2_FIELDS,
     "ln_placement": MULTI30K_FIELDS,
     "heads_multi30k": {
         "src_vocab_size": 8000,

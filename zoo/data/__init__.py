@@ -2,6 +2,7 @@
 
 from .base import ZooDataModule
 from .bert_pretraining import BertPretrainingDataModule
+from .char_tagging import CharTaggingDataModule
 from .glue import GlueDataModule
 from .images import ImageClassificationDataModule
 from .litdata_stream import LitDataDataModule  # imports LitData only when used (the `litdata` extra)
@@ -15,6 +16,7 @@ from .wordpiece import WordPieceTokenizer
 
 __all__ = [
     "BertPretrainingDataModule",
+    "CharTaggingDataModule",
     "GlueDataModule",
     "WordPieceTokenizer",
     "BPETokenizer",

@@ -5,12 +5,16 @@ A question states its reference in its config, `lab.reference`:
     reference: {kind: ngram, metric: val/loss, learned_below: 3}    # character LMs (lab/common/char_lm.yaml)
     reference: {kind: chance, metric: val/acc}                      # classifiers: 1 / num_classes
     reference: {kind: value, metric: val/bleu, value: 1.0, label: "...", better: higher}   # any fixed number
+    reference: {kind: tagger, metric: val/acc, orders: 6}            # character tagging (lab/direction.yaml)
 
 - `ngram`: count n-gram models of orders 1..`orders` (default 4) fitted on the data's training split and scored on
   the windows the val loss covers (zoo/lab/baselines.py), with the data and budget of the jobs themselves (their
   config_resolved.yaml); `learned_below` is the order an arm must beat (3: the trigram); `method` kneser_ney
   (default) or absolute.
 - `chance`: 1 / `num_classes` (else the model's `num_classes` / `num_labels` in the jobs' config), or `value`.
+- `tagger`: for character tagging (zoo/data/char_tagging.py), the majority class and count taggers over the last
+  1..`orders` (default 4) characters (zoo/lab/tag_baselines.py), fitted on the training split and scored on the
+  tagged characters `val/acc` covers; the bar is the majority class (what always answering the commoner tag scores).
 - `value`: a number from the config, for metrics without a cheap baseline (translation BLEU); `better` says which
   way is better (default: lower for a loss, higher for accuracy and BLEU).
 
@@ -33,7 +37,7 @@ import numpy as np
 from . import baselines
 from .metric_names import describe
 
-KINDS = ("ngram", "chance", "value")
+KINDS = ("ngram", "chance", "value", "tagger")
 DEFAULT_EXEMPT = ("*@init",)
 _KEYS = {"kind", "metric", "learned_below", "orders", "method", "num_classes", "value", "label", "better", "exempt"}
 
@@ -123,7 +127,7 @@ def _lower_is_better(ref: dict) -> bool:
         return ref["better"] == "lower"
     if ref["kind"] in ("ngram",):
         return True
-    if ref["kind"] == "chance":
+    if ref["kind"] in ("chance", "tagger"):
         return False
     name = ref["metric"].lower()
     if "loss" in name or "ppl" in name:
@@ -153,6 +157,8 @@ def compute(ref: dict, config: dict) -> Reference:
         about = f"Chance: {source}"
         line = ("chance", float(value))
         return Reference(ref["metric"], (line,), line, lower, about, _exempt(ref))
+    if ref["kind"] == "tagger":
+        return _tagger(ref, config)
     return _ngram(ref, config)
 
 
@@ -166,33 +172,15 @@ def _model_classes(config: dict) -> int | None:
 
 
 def _ngram(ref: dict, config: dict) -> Reference:
-    from hydra.utils import get_class
-
     from zoo.data.token_windows import TokenWindowsDataModule
 
-    data_cfg = dict(config.get("data") or {})
-    target = data_cfg.pop("_target_", None)
-    if not target:
-        raise UnavailableError("the jobs' configs hold no data section")
+    data, data_cfg = _built_data(config, TokenWindowsDataModule, "a language model's token windows")
     try:
-        cls = get_class(target)
-    except Exception as err:  # a target that does not import: say which
-        raise UnavailableError(f"data._target_ {target} does not import ({err})") from None
-    if not (isinstance(cls, type) and issubclass(cls, TokenWindowsDataModule)):
-        raise UnavailableError(f"the data ({target}) is not a language model's token windows")
-    try:
-        data = cls(**{**data_cfg, "download": False})
-        data.build_splits()
         train, val_set = np.asarray(data.tokens("train")), data.eval_dataset("val")
         vocab = data.vocab_size
     except (OSError, ValueError, TypeError) as err:
         raise UnavailableError(f"the data could not be read ({' '.join(str(err).split())})") from None
-    trainer = config.get("trainer") or {}
-    devices = trainer.get("devices") if isinstance(trainer.get("devices"), int) else 1
-    share = max(devices, 1) * int(trainer.get("accumulate_grad_batches") or 1)
-    windows = baselines.covered_windows(
-        val_set, int(data_cfg.get("batch_size", 1)) // share, trainer.get("limit_val_batches")
-    )
+    windows = _covered(val_set, config)
     try:
         method = ref.get("method", baselines.DEFAULT_METHOD)
         result = baselines.baselines(train, np.asarray(val_set.tokens), vocab, ref["orders"], method, windows)
@@ -208,6 +196,67 @@ def _ngram(ref: dict, config: dict) -> Reference:
         f"({method}; zoo/lab/baselines.py) and scored on {result.scored}, in nats per token"
     )
     return Reference(ref["metric"], lines, bar, True, about, _exempt(ref))
+
+
+def _built_data(config: dict, base: type, what: str):
+    """The jobs' DataModule, built from their config (never downloading) with its splits read, and the data config;
+    UnavailableError when it is not a `base` or cannot be read."""
+    from hydra.utils import get_class
+
+    data_cfg = dict(config.get("data") or {})
+    target = data_cfg.pop("_target_", None)
+    if not target:
+        raise UnavailableError("the jobs' configs hold no data section")
+    try:
+        cls = get_class(target)
+    except Exception as err:  # a target that does not import: say which
+        raise UnavailableError(f"data._target_ {target} does not import ({err})") from None
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise UnavailableError(f"the data ({target}) is not {what}")
+    try:
+        data = cls(**{**data_cfg, "download": False})
+        data.build_splits()
+    except (OSError, ValueError, TypeError) as err:
+        raise UnavailableError(f"the data could not be read ({' '.join(str(err).split())})") from None
+    return data, data_cfg
+
+
+def _covered(val_set, config: dict) -> baselines.Windows:
+    """The validation windows the jobs' val metrics cover: the per-device batch, cut at limit_val_batches."""
+    data_cfg, trainer = config.get("data") or {}, config.get("trainer") or {}
+    devices = trainer.get("devices") if isinstance(trainer.get("devices"), int) else 1
+    share = max(devices, 1) * int(trainer.get("accumulate_grad_batches") or 1)
+    return baselines.covered_windows(
+        val_set, int(data_cfg.get("batch_size", 1)) // share, trainer.get("limit_val_batches")
+    )
+
+
+def _tagger(ref: dict, config: dict) -> Reference:
+    from zoo.data.char_tagging import CharTaggingDataModule
+
+    from . import tag_baselines
+
+    data, data_cfg = _built_data(config, CharTaggingDataModule, "a character-tagging dataset")
+    val_set = data.eval_dataset("val")
+    windows = _covered(val_set, config)
+    train_tags, _ = data.tagged("train")
+    scored = tag_baselines.window_positions(*data.tagged("val"), windows.starts, windows.block_size)
+    try:
+        result = tag_baselines.count_taggers(
+            data.tokens("train"), train_tags, data.tokens("val"), scored, data.vocab_size, ref["orders"]
+        )
+    except ValueError as err:
+        raise UnavailableError(str(err)) from None
+    majority = ("majority class", result.majority)
+    lines = (majority, *((f"left {k}-char count tagger", v) for k, v in result.by_order.items()))
+    name = data_cfg.get("dataset") or "the text"
+    about = (
+        f"Taggers that read only the left context (zoo/lab/tag_baselines.py): the commoner tag of {name}'s training "
+        f"split, and the tag seen most often there after the same k characters (the character and the k-1 before "
+        f"it, backing off to shorter contexts), scored on the {result.scored} tagged characters of the "
+        f"{len(windows.starts)} validation windows of {windows.block_size} characters that {ref['metric']} covers"
+    )
+    return Reference(ref["metric"], lines, majority, False, about, _exempt(ref))
 
 
 def data_identity(config: dict) -> str:

@@ -8,6 +8,7 @@ from .classification import SequenceClassificationTask
 from .image_classification import ImageClassificationTask
 from .pretraining import BertPretrainingTask
 from .seq2seq import Seq2SeqTask
+from .token_tagging import TokenTaggingTask
 
 __all__ = [
     "BertPretrainingTask",
@@ -15,5 +16,6 @@ __all__ = [
     "ImageClassificationTask",
     "Seq2SeqTask",
     "SequenceClassificationTask",
+    "TokenTaggingTask",
     "ZooTask",
 ]
