@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .evidence import PairedDifference, arm_summary, paired_differences
 from .metric_names import describe
+from .paper_overlay import write_overlays
 from .sweep import Sweep, short
 
 PAIRED_PLOT = "lab_paired_differences.png"  # a stable name: the report and docs/lab.md link it
@@ -286,10 +287,11 @@ def plot_tuning(sweep: Sweep, tune, found, path: Path, references=()) -> Path:
 
 
 def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | None = None, tuned=None) -> list[Path]:
-    """Every plot of the question's `lab.plots`, then TUNING_PLOT when the question tunes a parameter per arm
-    (`tuned`: (its Tune, the arms' Choices), zoo/lab/tuning.py), then PAIRED_PLOT when a two-arm claim check has
-    paired seeds; `references`: point -> its Reference (zoo/lab/reference.py); `checked`: the sweep the checks
-    see (the tuned one), by default `sweep`."""
+    """Every plot of the question's `lab.plots`, then the paper overlays (`lab.paper_overlay`,
+    zoo/lab/paper_overlay.py), then TUNING_PLOT when the question tunes a parameter per arm (`tuned`: (its Tune, the
+    arms' Choices), zoo/lab/tuning.py), then PAIRED_PLOT when a two-arm claim check has paired seeds;
+    `references`: point -> its Reference (zoo/lab/reference.py); `checked`: the sweep the checks see (the tuned
+    one), by default `sweep`."""
     distinct = list({id(r): r for r in (references or {}).values()}.values())
     written = []
     for i, spec in enumerate(sweep.lab.get("plots", [])):
@@ -301,6 +303,7 @@ def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | N
             if "curve" in spec or "curves" in spec
             else plot_points(sweep, spec, path, distinct)
         )
+    written += write_overlays(sweep)  # the cited paper's numbers beside the lab's (`lab.paper_overlay`)
     if tuned is not None and _as_number([c.value for choice in tuned[1] for c in choice.candidates]):
         written.append(plot_tuning(sweep, *tuned, sweep.directory / TUNING_PLOT, distinct))
     diffs = paired_differences(checked or sweep, sweep)
