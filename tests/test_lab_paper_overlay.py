@@ -8,10 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
+from test_lab_integrity import make_sweep
 
 from zoo.lab.paper_overlay import OVERLAY_PLOT, lab_series, normalised, overlay_config, paper_series
 from zoo.lab.plots import write_plots
 from zoo.lab.questions import question
+from zoo.lab.report import write_report
 from zoo.lab.sweep import Job, Sweep
 
 # He et al. 2016 Table 2 (ImageNet top-1 error, %): plain 18 / 34 layers, ResNet 18 / 34 layers
@@ -123,3 +126,15 @@ def test_the_shipped_overlays_are_valid_and_name_their_source():
     for name in ("residual_mnist", "heads", "heads_multi30k"):
         overlays = overlay_config(question(name))
         assert overlays and all("Table" in o.source or "Figure" in o.source for o in overlays)
+
+
+def test_the_report_links_the_overlay_of_a_question_that_has_one(tmp_path):
+    root = make_sweep(tmp_path / "sweep", {"1": [2.0, 2.1, 2.05, 2.0, 2.2], "4": [1.9, 2.0, 1.9, 1.95, 2.1]}, [])
+    heads = {"source": "Vaswani et al. 2017, Table 3 (A)", "x": "p", "metric": "m", "normalise": "difference"}
+    heads.update(reference=1, paper_scale="log", points=[{"x": 1, "value": 5.29}, {"x": 4, "value": 5.00}])
+    for config in root.glob("*/config_resolved.yaml"):  # the lab section the report reads, now with an overlay
+        lab = OmegaConf.to_container(OmegaConf.load(config))["lab"]
+        OmegaConf.save(OmegaConf.create({"lab": {**lab, "paper_overlay": heads}}), config)
+    path, _, plots = write_report(root)
+    assert root / OVERLAY_PLOT.format("") in plots
+    assert f"]({OVERLAY_PLOT.format('')})" in path.read_text()
