@@ -138,3 +138,11 @@ def test_the_report_links_the_overlay_of_a_question_that_has_one(tmp_path):
     path, _, plots = write_report(root)
     assert root / OVERLAY_PLOT.format("") in plots
     assert f"]({OVERLAY_PLOT.format('')})" in path.read_text()
+
+
+def test_two_points_at_one_x_of_one_series_are_refused_not_overwritten(tmp_path):
+    # Without `series` the plain and the residual net both sit at depth 4: which one the overlay shows is unknown.
+    sweep = hand_made_sweep(tmp_path, {**OVERLAY, "series": None})
+    [overlay] = overlay_config(sweep.lab)
+    with pytest.raises(ValueError, match="two points of the sweep at depth=4.*name the other swept parameter"):
+        lab_series(sweep, overlay)

@@ -150,6 +150,12 @@ def lab_series(sweep: Sweep, overlay: Overlay) -> dict[str, dict[float, ArmSumma
             continue
         if seeds:
             name = canonical_value(params.get(overlay.series, "")) if overlay.series else ""
+            if x in grouped.get(name, {}):  # another swept parameter: which point stands for (series, x) is unknown
+                raise ValueError(
+                    f"lab.paper_overlay ({overlay.source}): two points of the sweep at {overlay.x}={x:g}"
+                    + (f", {overlay.series}={name}" if overlay.series else "")
+                    + "; the overlay needs one point per (series, x): name the other swept parameter as its series"
+                )
             grouped.setdefault(name, {})[x] = seeds
     out = {}
     for name, by_x in grouped.items():
