@@ -153,3 +153,21 @@ def test_a_job_records_its_threads():
         "val/loss": 1.5,
         "lab/threads": torch.get_num_threads(),
     }
+
+
+def test_a_difference_in_differences_gets_a_panel_of_its_per_seed_contrasts_and_the_checks_interval(tmp_path):
+    a, b = [2.0, 2.1, 2.3, 2.05, 2.2, 2.4], [1.0, 1.2, 1.1, 1.0, 1.15, 1.3]
+    c, d = [1.5, 1.6, 1.55, 1.7, 1.5, 1.6], [1.2, 1.2, 1.3, 1.35, 1.3]  # d lost seed 6: five seeds ran all four
+    did = check("the gap shrinks", "diff_in_diff", "a", "b", "c", "d", smallest_effect=0.1)
+    root = make_sweep(tmp_path / "sweep", {"a": a, "b": b, "c": c, "d": d}, [did])
+    _, _, plots = write_report(root)
+    assert root / PAIRED_PLOT in plots and (root / PAIRED_PLOT).read_bytes()[:4] == b"\x89PNG"
+
+    [diff] = paired_differences(load_sweep(root))
+    assert (diff.a, diff.b, diff.c, diff.d) == ("p=a", "p=b", "p=c", "p=d")
+    assert diff.seeds == ["1", "2", "3", "4", "5"]  # the seeds all four points ran
+    by_seed = [(a[i] - b[i]) - (c[i] - d[i]) for i in range(5)]
+    assert diff.differences == pytest.approx(by_seed)
+    assert diff.mean == pytest.approx(np.mean(by_seed)) and diff.interval == pytest.approx(by_hand(by_seed))
+    assert diff.band == 0.1 and "smallest effect 0.1" in diff.band_label  # the line the claim must clear
+    assert "(a - b) - (c - d)" in diff.unit and "above" in diff.claimed

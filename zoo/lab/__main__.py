@@ -117,11 +117,13 @@ def run_forwarding_signals(command: list[str]) -> tuple[int, int | None]:
 
 def cmd_run(args) -> int:
     from .budgets import question_budgets, run_overrides
+    from .paper_overlay import overlay_config
     from .tuning import tune_config
 
     lab = question(args.name)
     question_budgets(args.name)  # a malformed lab.budgets fails here, whichever budget is asked for
     tune_config(lab)  # so does a malformed lab.tune, before a sweep is spent on it
+    overlay_config(lab)  # and a malformed lab.paper_overlay
     check_run_overrides(args.name, args.overrides)
     # The budget first, then quick (a quick run of a budget is seconds long, and says which budget it stands for),
     # then the command line's own: the last value of a key wins, as on Hydra's command line.

@@ -1,6 +1,8 @@
 """The numbers the lab's plots draw, apart from the drawing (zoo/lab/plots.py) so that tests can check them: each
 arm's seeds with their mean and its 95% t-interval; and for each claim check that compares two arms on the same
-seeds, the per-seed differences a - b with their mean, the 95% paired interval and the band the check tests.
+seeds, the per-seed differences a - b with their mean, the 95% paired interval and the band the check tests; for a
+difference-in-differences check (`expect: diff_in_diff`, four points) the per-seed (a - b) - (c - d) over the seeds
+all four points ran, with the interval the check was decided on and its smallest effect.
 
 Intervals come from zoo/lab/stats.py and the check's boundaries from zoo/lab/claims.py, so a plot shows what the
 verdict was decided on. A check whose two arms ran different seeds is compared by a Welch interval, and has no
@@ -13,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from . import stats
-from .claims import Stat, equivalence_bound, rule_of, select
+from .claims import DIFF_IN_DIFF, Stat, equivalence_bound, rule_of, select
 from .metric_names import describe
 from .sweep import Sweep
 
@@ -23,6 +25,7 @@ CLAIMED = {
     "less": "claim: a - b below the band",
     "greater": "claim: a - b above the band",
     "similar": "claim: a - b inside the band",
+    "diff_in_diff": "claim: (a - b) - (c - d) above the smallest effect",
 }
 
 
@@ -63,6 +66,10 @@ class PairedDifference:
     band_label: str
     claimed: str
     note: str = ""
+    # a difference in differences: its other two points (the differences are then (a - b) - (c - d), and `band` is
+    # the one-sided line the effect must clear, not a band around zero)
+    c: str = ""
+    d: str = ""
 
 
 def _point_label(sweep: Sweep, key: tuple, metric: str, other_metric: str) -> str:
@@ -85,6 +92,8 @@ def _band(check: dict, lab: dict, a: dict[str, float]) -> tuple[float | None, st
 def paired_difference(sweep: Sweep, check: dict, index: int) -> PairedDifference | None:
     """The check's per-seed differences; None when it is not a two-arm claim check, a point is not in the run, or
     the two arms do not share their seeds (then they are not paired)."""
+    if check.get("kind", "claim") == "claim" and check.get("expect") == "diff_in_diff":
+        return diff_in_diff(sweep, check, index)
     if check.get("kind", "claim") != "claim" or check.get("expect") not in TWO_ARMS:
         return None
     name = check.get("name", f"check {index}")
@@ -121,10 +130,55 @@ def paired_difference(sweep: Sweep, check: dict, index: int) -> PairedDifference
     )
 
 
+def diff_in_diff(sweep: Sweep, check: dict, index: int) -> PairedDifference | None:
+    """A `diff_in_diff` check seed by seed: (a - b) - (c - d) on each seed all four points ran, their mean and the
+    one-sample t-interval the check is decided on (stats.paired_contrast); None when a point is not in the run or
+    fewer than two seeds ran all four."""
+    name = check.get("name", f"check {index}")
+    keys = [select(sweep.points, s, f"lab.checks[{index}] ('{name}')") for s in check["points"]]
+    if None in keys:
+        return None
+    samples = sweep.samples([check["metric"]])
+    values = [samples.get(k, {}).get(check["metric"]) for k in keys]
+    if not all(values):
+        return None
+    seeds = sorted(set.intersection(*(set(v) for v in values)))
+    if len(seeds) < 2:
+        return None
+    differences = [sum(w * v[s] for w, v in zip(DIFF_IN_DIFF, values)) for s in seeds]
+    rule = rule_of(check, sweep.lab)
+    labels = [sweep.label(k) for k in keys]
+    unit = f"(a - b) - (c - d), {describe(check['metric'], sweep.lab)}"
+    band = rule.boundary or None
+    band_label = f"smallest effect {rule.boundary:g}" if band else ""
+    mean, interval, note = None, None, ""
+    if not all(math.isfinite(d) for d in differences):
+        note = "a run diverged: no interval"
+    else:
+        effect = stats.paired_contrast(values, list(DIFF_IN_DIFF))
+        mean, interval = effect.estimate, effect.interval()
+    return PairedDifference(
+        name,
+        labels[0],
+        labels[1],
+        unit,
+        seeds,
+        differences,
+        mean,
+        interval,
+        band,
+        band_label,
+        CLAIMED["diff_in_diff"],
+        note,
+        labels[2],
+        labels[3],
+    )
+
+
 def paired_differences(sweep: Sweep, grid: Sweep | None = None) -> list[PairedDifference]:
-    """Every two-arm claim check of the question with paired seeds, in the order of the checks. For a question that
-    tunes a parameter per arm (zoo/lab/tuning.py) `sweep` holds each arm's chosen point and `grid` every point: a
-    check read on the whole grid (`grid: true`) is drawn from it."""
+    """Every two-arm (or difference-in-differences) claim check of the question with paired seeds, in the order of
+    the checks. For a question that tunes a parameter per arm (zoo/lab/tuning.py) `sweep` holds each arm's chosen
+    point and `grid` every point: a check read on the whole grid (`grid: true`) is drawn from it."""
     checks = sweep.lab.get("checks", [])
     found = (paired_difference(grid if grid and c.get("grid") is True else sweep, c, i) for i, c in enumerate(checks))
     return [d for d in found if d is not None]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .evidence import PairedDifference, arm_summary, paired_differences
 from .metric_names import describe
+from .paper_overlay import write_overlays
 from .sweep import Sweep, short
 
 PAIRED_PLOT = "lab_paired_differences.png"  # a stable name: the report and docs/lab.md link it
@@ -179,13 +180,17 @@ def plot_curves(sweep: Sweep, spec: dict, path: Path) -> Path:
 
 
 def _difference_panel(ax, diff: PairedDifference) -> None:
-    """One check: the seeds' differences as dots at x=0, their mean and 95% paired interval at x=1, zero, the band."""
-    if diff.band:
+    """One check: the seeds' differences as dots at x=0, their mean and 95% paired interval at x=1, zero, the band
+    (for a difference in differences, the smallest effect as a line: the claim is one-sided)."""
+    if diff.band and diff.c:
+        ax.axhline(diff.band, color="tab:orange", linestyle="--", linewidth=1.2, label=diff.band_label)
+    elif diff.band:
         ax.axhspan(-diff.band, diff.band, color="tab:orange", alpha=0.15, label=diff.band_label)
     ax.axhline(0.0, color="black", linewidth=0.8)
     n = len(diff.differences)
     xs = [-0.15 + 0.3 * i / max(1, n - 1) for i in range(n)]  # evenly spread: the same sweep draws the same plot
-    ax.scatter(xs, diff.differences, s=16, color="tab:blue", alpha=0.7, label="a - b, one seed each")
+    shown = "(a - b) - (c - d)" if diff.c else "a - b"
+    ax.scatter(xs, diff.differences, s=16, color="tab:blue", alpha=0.7, label=f"{shown}, one seed each")
     if diff.interval is not None:
         low, high = diff.interval
         ax.errorbar(
@@ -201,7 +206,8 @@ def _difference_panel(ax, diff: PairedDifference) -> None:
         ax.text(0.5, 0.02, diff.note, transform=ax.transAxes, ha="center", va="bottom", fontsize=7, color="firebrick")
     ax.set_xlim(-0.6, 1.6)
     ax.set_xticks([0, 1], ["seeds", "mean"])
-    ax.set_title(f"{textwrap.fill(diff.check, 38)}\na: {diff.a}\nb: {diff.b}", fontsize=7)
+    others = f"\nc: {diff.c}\nd: {diff.d}" if diff.c else ""
+    ax.set_title(f"{textwrap.fill(diff.check, 38)}\na: {diff.a}\nb: {diff.b}{others}", fontsize=7)
     ax.set_ylabel(textwrap.fill(diff.unit, 40), fontsize=7)
     ax.set_xlabel(diff.claimed, fontsize=7)
     ax.tick_params(labelsize=7)
@@ -210,16 +216,17 @@ def _difference_panel(ax, diff: PairedDifference) -> None:
 
 
 def plot_paired_differences(diffs: list[PairedDifference], path: Path) -> Path:
-    """PAIRED_PLOT: one panel per two-arm claim check, at most three to a row."""
+    """PAIRED_PLOT: one panel per two-arm (or difference-in-differences) claim check, at most three to a row."""
     plt = _pyplot()
     columns = min(3, len(diffs))
     rows = math.ceil(len(diffs) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.9 * rows), squeeze=False)
+    tall = 0.4 if any(d.c for d in diffs) else 0.0  # two more point labels in a difference in differences' title
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, (3.9 + tall) * rows), squeeze=False)
     for ax, diff in zip(axes.flat, diffs):
         _difference_panel(ax, diff)
     for ax in list(axes.flat)[len(diffs) :]:
         ax.set_visible(False)
-    fig.suptitle("paired differences by seed (a - b)", fontsize=9)
+    fig.suptitle("paired differences by seed (a - b, or (a - b) - (c - d))", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -286,9 +293,10 @@ def plot_tuning(sweep: Sweep, tune, found, path: Path, references=()) -> Path:
 
 
 def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | None = None, tuned=None) -> list[Path]:
-    """Every plot of the question's `lab.plots`, then TUNING_PLOT when the question tunes a parameter per arm
-    (`tuned`: (its Tune, the arms' Choices), zoo/lab/tuning.py), then PAIRED_PLOT when a two-arm claim check has
-    paired seeds; `references`: point -> its Reference (zoo/lab/reference.py); `checked`: the sweep the checks
+    """Every plot of the question's `lab.plots`, then the paper overlays (`lab.paper_overlay`,
+    zoo/lab/paper_overlay.py), then TUNING_PLOT when the question tunes a parameter per arm (`tuned`: (its Tune, the
+    arms' Choices), zoo/lab/tuning.py), then PAIRED_PLOT when a two-arm claim check (or a difference in differences)
+    has paired seeds; `references`: point -> its Reference (zoo/lab/reference.py); `checked`: the sweep the checks
     see (the tuned one), by default `sweep`."""
     distinct = list({id(r): r for r in (references or {}).values()}.values())
     written = []
@@ -301,6 +309,7 @@ def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | N
             if "curve" in spec or "curves" in spec
             else plot_points(sweep, spec, path, distinct)
         )
+    written += write_overlays(sweep)  # the cited paper's numbers beside the lab's (`lab.paper_overlay`)
     if tuned is not None and _as_number([c.value for choice in tuned[1] for c in choice.candidates]):
         written.append(plot_tuning(sweep, *tuned, sweep.directory / TUNING_PLOT, distinct))
     diffs = paired_differences(checked or sweep, sweep)
