@@ -26,8 +26,9 @@ How a claim check is decided (zoo/lab/stats.py does the arithmetic):
   of the ratio of the two points and its boundary log(factor); otherwise the boundary is the smallest effect.
 - Accuracies on a fixed dev set (`val/acc`): a `less`/`greater` comparison of two points (each step of a trend or
   interior check too) is tested example by example, McNemar's test pooled over the seeds (stats.mcnemar), when every
-  seed both points ran recorded which dev examples it got right, over the same examples (zoo/lab/per_example.py);
-  the seed-level paired t interval is shown beside it, and the text says which decided. Otherwise the t test
+  seed both points ran recorded which dev examples it got right, over the same examples (zoo/lab/per_example.py),
+  and the seed-level paired t test too: an outcome needs both (its p is the larger of the two), since McNemar alone
+  conditions on the trained models and would let one badly trained seed decide. Otherwise the t test alone
   decides, and the text says why McNemar could not. `similar` stays a TOST on the t interval.
 - Directional checks: **supported** when the effect is above the boundary (one-sided p < 0.025 after Holm's
   correction, i.e. the interval clears it), **contradicted** when it is below it (the effect is reversed, or smaller
@@ -309,10 +310,15 @@ def _mcnemar_step(a: dict, b: dict, direction: str, rule: Rule, pairs: list) -> 
     if rule.boundary:
         text += f", smallest effect {rule.boundary:g}"
     text += (
-        f"; McNemar decides, conditioning on the trained models (seed-level {seed_level.method}: "
-        f"{seed_level.estimate:+.3g} [95% CI {t_low:+.3g}, {t_high:+.3g}], {seed_level.n} seeds)"
+        f"; and the seed-level {seed_level.method}: {seed_level.estimate:+.3g} [95% CI {t_low:+.3g}, {t_high:+.3g}], "
+        f"{seed_level.n} seeds; both must agree"
     )
-    return Step(text, effect.p_above(rule.boundary), effect.p_below(rule.boundary), [(effect.estimate, low, high)])
+    # McNemar conditions on the trained models: one seed that trained badly gives it thousands of discordant examples
+    # and a tiny p, while the seeds say the training is what varies. An outcome needs both tests (an intersection-union
+    # test: its p is the larger of the two), so neither the examples nor the seeds alone decide.
+    p_support = max(effect.p_above(rule.boundary), seed_level.p_above(rule.boundary))
+    p_contradict = max(effect.p_below(rule.boundary), seed_level.p_below(rule.boundary))
+    return Step(text, p_support, p_contradict, [(effect.estimate, low, high)])
 
 
 def _effect_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:

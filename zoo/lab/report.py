@@ -39,8 +39,8 @@ PER_SEED_CSV = "lab_per_seed.csv"  # one row per job, beside the plots
 RULE_TEXT = (
     "Each check gives its effect with a 95% confidence interval (paired t over the seeds both points ran, Welch t "
     "otherwise; a `factor` is tested on the log ratio; a `less`/`greater` comparison of dev accuracies by McNemar's "
-    "test pooled over the seeds where every seed recorded which dev examples it got right, the seed-level t interval "
-    "shown beside it). A claim check is supported when the effect clears the "
+    "test pooled over the seeds where every seed recorded which dev examples it got right, together with the "
+    "seed-level paired t: an outcome needs both). A claim check is supported when the effect clears the "
     "smallest effect of interest (the threshold for `above`/`below`; for `similar`, TOST inside the equivalence "
     f"bound), contradicted when it falls short of it, each at a one-sided p < {stats.ALPHA:g} after Holm's correction "
     f"over the question's claim checks; inconclusive otherwise, and always with fewer than {stats.MIN_SEEDS} seeds "
