@@ -264,16 +264,25 @@ def run_script(script: str, *args: str, cwd: Path | None = None, env: dict | Non
     """Run one of the top-level scripts like a user would, from the test's start directory unless `cwd` is given;
     returns the CompletedProcess. The process is forked from tests/script_server.py, which has the heavy imports
     done; ZOO_TEST_SCRIPT_SERVER=0 starts a fresh interpreter for every run instead."""
-    global _script_server
     full_env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})}
-    argv = [str(ROOT / script), *args]
+    return _run_forked([str(ROOT / script), *args], cwd=cwd, env=full_env, timeout=timeout)
+
+
+def run_module(module: str, *args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 600):
+    """`python -m module args...` as a user types it, forked from the script server like `run_script`: the
+    commands that start no training themselves (zoo.prepare, zoo.lab) spend most of their time importing."""
+    full_env = {**os.environ, **(env or {})}
+    return _run_forked(["-m", module, *args], cwd=cwd, env=full_env, timeout=timeout)
+
+
+def _run_forked(argv: list[str], *, cwd: Path | None, env: dict, timeout: int) -> subprocess.CompletedProcess:
+    global _script_server
     if os.environ.get("ZOO_TEST_SCRIPT_SERVER", "1") == "0":
-        return subprocess.run(
-            [sys.executable, *argv], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-        )
+        command = [sys.executable, *argv]
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if _script_server is None:
         _script_server = ScriptServer()
-    return _script_server.run(argv, cwd=Path(cwd or os.getcwd()), env=full_env, timeout=timeout)
+    return _script_server.run(argv, cwd=Path(cwd or os.getcwd()), env=env, timeout=timeout)
 
 
 def assert_ok(result) -> None:

@@ -11,9 +11,9 @@ preloaded library is imported (OMP_NUM_THREADS, read by OpenMP at load) keep the
 another value, or that signal or watch a process (preemption, SIGTERM, DDP), start real subprocesses. A traceback
 starts with the frames of this file before the script's own.
 
-Protocol, over a Unix socket, one JSON request per connection: {"argv": [script, *args], "cwd", "env", "stdout",
-"stderr", "status"} -> {"pid"}; when the child ends, its exit code (negative: the signal that ended it, as
-subprocess reports it) is written to the "status" file. {"stop": true} ends the server.
+Protocol, over a Unix socket, one JSON request per connection: {"argv": [script, *args] or ["-m", module, *args],
+"cwd", "env", "stdout", "stderr", "status"} -> {"pid"}; when the child ends, its exit code (negative: the signal that
+ended it, as subprocess reports it) is written to the "status" file. {"stop": true} ends the server.
 """
 
 from __future__ import annotations
@@ -51,11 +51,16 @@ def _run_child(request: dict) -> None:
         os.dup2(fd, target)
         os.close(fd)
     script = request["argv"][0]
-    sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python script.py` sets it
     importlib.invalidate_caches()
     try:
-        runpy.run_path(script, run_name="__main__")
+        if script == "-m":  # `python -m module args...`: the start directory first on the path, as Python puts it
+            sys.argv = list(request["argv"][1:])
+            sys.path[0] = os.getcwd()
+            runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(request["argv"])
+            sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python script.py` sets it
+            runpy.run_path(script, run_name="__main__")
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

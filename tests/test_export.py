@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 from functools import partial
 from pathlib import Path
 
@@ -39,6 +37,8 @@ from zoo.tasks import (  # noqa: E402
     Seq2SeqTask,
     SequenceClassificationTask,
 )
+
+from conftest import run_module  # noqa: E402
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 DATA = lambda *parts: os.path.join(os.environ["ZOO_DATA_DIR"], *parts)  # noqa: E731
@@ -515,12 +515,7 @@ def test_bad_inputs_stop_with_one_line(capsys, tmp_path, sst2_ckpt):
 
 
 def test_python_dash_m_zoo_export_and_labels_override(sst2_ckpt, tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo.export", sst2_ckpt, str(tmp_path / "hf"), "--labels", "neg,pos"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_module("zoo.export", str(sst2_ckpt), str(tmp_path / "hf"), "--labels", "neg,pos", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "tokenizer.json" in result.stdout and "vocab.txt" in result.stdout
     config = json.loads((tmp_path / "hf" / "config.json").read_text())

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -21,11 +19,11 @@ from test_lab import assert_lab_report
 
 from zoo.lab.gpu import PLAN, estimate_s, overrides
 
-from conftest import ROOT
+from conftest import ROOT, run_module
 
 
 def run_lab(*args: str, timeout: int = 600):
-    return subprocess.run([sys.executable, "-m", "zoo.lab", *args], capture_output=True, text=True, timeout=timeout)
+    return run_module("zoo.lab", *args, timeout=timeout)
 
 
 def test_the_plan_is_issue_26s_budget_on_a_gpu_and_its_estimate_fits_12_minutes():

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,15 +22,12 @@ from zoo.data import prepare as prepare_module
 from zoo.data.prepare import PrepareOptions, prepare_shards
 from zoo.data.tokenizer import load_published_tokenizer, tokenizer_from_json
 
-from conftest import ROOT, assert_ok, assert_one_line_error
+from conftest import ROOT, assert_ok, assert_one_line_error, run_module
 
 
 def run_prepare(*args: str):
     """`python -m zoo.prepare ...` as a user types it, from the test's start directory."""
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run(
-        [sys.executable, "-m", "zoo.prepare", *args], capture_output=True, text=True, env=env, timeout=600
-    )
+    return run_module("zoo.prepare", *args, env={"HYDRA_FULL_ERROR": "0"})
 
 
 SHAKESPEARE = ROOT / "zoo" / "data" / "builtin" / "tinyshakespeare.txt.gz"
