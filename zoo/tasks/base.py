@@ -261,3 +261,27 @@ def _init_keywords(task_cls: type) -> set[str]:
     """Keyword arguments a task's constructor accepts (besides the network)."""
     params = inspect.signature(task_cls.__init__).parameters.values()
     return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "net"}
+
+
+class EvaluatedTask(ZooTask):
+    """A task whose validation and test passes are one evaluation: `_evaluate(batch)` per batch (its return value,
+    if any, is the step's output, which callbacks such as the lab's per-example recorder read) and
+    `_log_evaluation(split)` at the end of the pass, which logs `<split>/...` and resets the metrics."""
+
+    def _evaluate(self, batch):
+        raise NotImplementedError
+
+    def _log_evaluation(self, split: str) -> None:
+        raise NotImplementedError
+
+    def validation_step(self, batch, batch_idx: int):
+        return self._evaluate(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_evaluation("val")
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._evaluate(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_evaluation("test")

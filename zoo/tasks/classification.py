@@ -23,7 +23,7 @@ from zoo.models import BERT
 from zoo.optim.param_groups import param_groups
 from zoo.optim.schedules import restarted_schedule
 
-from .base import ZooTask
+from .base import EvaluatedTask
 from .pretrained import check_architecture, load_pretrained
 from .task_text_mlm import TaskTextMLM, check_mlm_options
 
@@ -61,7 +61,7 @@ def _hf_vocab(path: Path) -> list[str] | None:
     return [token for token, _ in sorted(table.items(), key=lambda item: item[1])] if isinstance(table, dict) else None
 
 
-class SequenceClassificationTask(ZooTask):
+class SequenceClassificationTask(EvaluatedTask):
     task_name = "sequence_classification"
     # A rebuilt task takes its network from the checkpoint, not again from the pretrained model.
     not_rebuilt = ("pretrained",)
@@ -208,15 +208,3 @@ class SequenceClassificationTask(ZooTask):
         self.log(f"{split}/f1", self.val_f1.compute())
         for metric in (self.val_loss, self.val_acc, self.val_f1):
             metric.reset()
-
-    def validation_step(self, batch, batch_idx: int) -> dict[str, torch.Tensor]:
-        return self._evaluate(batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_evaluation("val")
-
-    def test_step(self, batch, batch_idx: int) -> None:
-        self._evaluate(batch)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_evaluation("test")

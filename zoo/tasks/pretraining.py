@@ -11,10 +11,10 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.models import BERT
 
-from .base import ZooTask
+from .base import EvaluatedTask
 
 
-class BertPretrainingTask(ZooTask):
+class BertPretrainingTask(EvaluatedTask):
     task_name = "mlm_nsp"
 
     def __init__(
@@ -95,15 +95,3 @@ class BertPretrainingTask(ZooTask):
         self.log(f"{split}/nsp_acc", self.val_nsp_acc.compute(), prog_bar=True)
         for metric in (self.val_mlm_loss, self.val_nsp_loss, self.val_mlm_acc, self.val_nsp_acc):
             metric.reset()
-
-    def validation_step(self, batch, batch_idx: int) -> None:
-        self._evaluate(batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_evaluation("val")
-
-    def test_step(self, batch, batch_idx: int) -> None:
-        self._evaluate(batch)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_evaluation("test")

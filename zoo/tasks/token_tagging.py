@@ -19,12 +19,12 @@ from torchmetrics.classification import MulticlassAccuracy
 from zoo.models import BERT
 from zoo.optim.param_groups import param_groups
 
-from .base import ZooTask
+from .base import EvaluatedTask
 
 IGNORE = -100  # the data's "no tag here" (zoo.data.char_tags.IGNORE), cross_entropy's ignore_index
 
 
-class TokenTaggingTask(ZooTask):
+class TokenTaggingTask(EvaluatedTask):
     task_name = "token_tagging"
 
     def __init__(
@@ -90,18 +90,6 @@ class TokenTaggingTask(ZooTask):
         self.log(f"{split}/acc", self.val_acc.compute(), prog_bar=True)
         self.val_loss.reset()
         self.val_acc.reset()
-
-    def validation_step(self, batch, batch_idx: int) -> None:
-        self._evaluate(batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_evaluation("val")
-
-    def test_step(self, batch, batch_idx: int) -> None:
-        self._evaluate(batch)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_evaluation("test")
 
     def batch_samples(self, batch) -> int:
         return batch[0].shape[0]
