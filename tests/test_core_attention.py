@@ -106,6 +106,32 @@ def test_explicit_path_matches_handwritten_reference():
     torch.testing.assert_close(attn(x, is_causal=True), _reference_self_attention(attn, x, causal), **TOL)
 
 
+@pytest.mark.parametrize("attn_scale", ["sqrt_dk", "none", 0.3])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_explicit_fused_scores_give_the_written_out_gradients(attn_scale, is_causal):
+    """The explicit path's one-GEMM scores (scale and causal bias inside baddbmm) give the output and the input and
+    weight gradients of the written-out form (q @ k^T * scale, masked_fill with -inf) that a padding mask still
+    takes, and zero gradient from the keys a query may not see."""
+    torch.manual_seed(5)
+    fused = MultiHeadAttention(D, H, impl="explicit", attn_scale=attn_scale)
+    written = MultiHeadAttention(D, H, impl="explicit", attn_scale=attn_scale)
+    written.load_state_dict(fused.state_dict())
+    x = torch.randn(B, T, D)
+    allowed = torch.ones(T, T, dtype=torch.bool)
+    if is_causal:
+        allowed = allowed.tril()
+    results = []
+    for module, kwargs in ((fused, dict(is_causal=is_causal)), (written, dict(mask=allowed))):
+        xi = x.clone().requires_grad_()
+        out = module(xi, **kwargs)
+        out[:, 2].sum().backward()  # query 2 only: with causality, positions 3.. must get no gradient
+        results.append((out, xi.grad, module.qkv.weight.grad))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL)
+    beyond = results[0][1][:, 3:]
+    assert (beyond == 0).all() if is_causal else beyond.abs().sum() > 0
+
+
 @torch.no_grad()
 def test_explicit_path_records_normalized_weights():
     """record_weights keeps (B, H, T, S) weights that sum to one per query and are zero above the diagonal."""

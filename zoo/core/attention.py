@@ -303,6 +303,27 @@ class MultiHeadAttention(nn.Module):
             )
         return scores
 
+    def _dot_scores(self, q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> torch.Tensor:
+        """The logits of `_logits` for dot scores without a position bias, -inf above the diagonal when causal,
+        from one baddbmm: the GEMM applies the scale and adds the causal mask as a 0 / -inf bias while it writes
+        its output, where the written-out form reads and writes the (B, H, T, S) scores twice more (multiply,
+        masked_fill) in the forward and again in the backward. Same values: the bias adds exactly 0 where a key
+        is visible."""
+        b, h, t, d = q.shape
+        s = k.shape[2]
+        if is_causal:
+            bias = torch.full((t, s), float("-inf"), dtype=q.dtype, device=q.device).triu_(1)
+        else:  # beta=0: the GEMM ignores the input (any tensor that broadcasts)
+            bias = q.new_zeros(())
+        scores = torch.baddbmm(
+            bias,
+            q.reshape(b * h, t, d),
+            k.reshape(b * h, s, d).transpose(1, 2),
+            beta=1.0 if is_causal else 0.0,
+            alpha=1.0 if self.scale is None else self.scale,
+        )
+        return scores.view(b, h, t, s)
+
     def _alibi_mask(self, mask, is_causal, q_start, t, s, device, dtype) -> torch.Tensor:
         bias = alibi_bias(self.alibi, q_start, t, 0, s, device)[None]
         if is_causal:
@@ -310,11 +331,14 @@ class MultiHeadAttention(nn.Module):
         return (bias if mask is None else bias.masked_fill(~mask, float("-inf"))).to(dtype)
 
     def _explicit(self, q, k, v, mask, is_causal, dropout, q_start: int = 0):
-        scores = self._logits(q, k, q_start, 0)
-        if is_causal:
-            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
+        if mask is None and self.score_v is None and self.alibi is None:
+            scores = self._dot_scores(q, k, is_causal)
+        else:
+            scores = self._logits(q, k, q_start, 0)
+            if is_causal:
+                mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=-1)
         if self.record_weights:
             self.last_logits, self.last_weights = scores.detach(), weights.detach()
