@@ -407,3 +407,26 @@ def test_a_restart_outside_the_schedule_is_named(restart):
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     with pytest.raises(ValueError, match=r"model.mlm_steps \(\d+\) must be between 0 and the schedule's max_steps"):
         restarted_schedule(factory, optimizer, restart, what="model.mlm_steps")
+
+
+def test_block_types_let_muon_take_the_block_matrices_of_a_network_built_elsewhere():
+    """timm's ViT: its blocks are not zoo's, so Muon finds nothing unless told timm's block class (by dotted path,
+    as YAML gives it); then it takes exactly each block's qkv, projection and feed-forward weights."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    model = VisionTransformer(img_size=8, patch_size=4, in_chans=1, num_classes=3, embed_dim=16, depth=2, num_heads=2)
+    groups = param_groups(model, 0.1)
+    with pytest.raises(ValueError, match=r"no block matrices \(nn.Linear weights inside zoo.core.block.Block\)"):
+        MuonWithAdamW(groups, model=model)
+    opt = MuonWithAdamW(groups, model=model, block_types=["timm.models.vision_transformer.Block"])
+    expected = {
+        f"blocks.{i}.{layer}.weight" for i in range(2) for layer in ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")
+    }
+    assert set(names_in(model, opt.muon.param_groups)) == expected
+    assert not expected & set(names_in(model, opt.adamw.param_groups))
+    for bad in (["timm.models.vision_transformer.Nothing"], ["no_such_module.Block"], ["torch.zeros"]):
+        with pytest.raises(ValueError, match=r"^model.optimizer.block_types: .* is not an importable nn.Module class"):
+            MuonWithAdamW(groups, model=model, block_types=bad)
+    with pytest.raises(ValueError, match="must be a non-empty list of block classes"):
+        MuonWithAdamW(groups, model=model, block_types="timm.models.vision_transformer.Block")

@@ -14,12 +14,17 @@ optimizer. In YAML:
         betas: [0.9, 0.95]
         muon_momentum: 0.95
         adjust_lr_fn: match_rms_adamw
+
+The block matrices are the nn.Linear weights inside zoo.core.Block; `block_types` names other block classes whose
+linear weights count instead, for a network built elsewhere (benchmarks/end_to_end.py trains timm's ViT with
+`block_types: [timm.models.vision_transformer.Block]`).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -121,15 +126,43 @@ def _adjusted_lr(lr: float, adjust_lr_fn: str | None, shape: torch.Size) -> floa
     return lr
 
 
-def block_matrices(model: nn.Module) -> set[int]:
-    """ids of the weights of the linear layers inside the model's transformer blocks (attention and feed-forward)."""
+def block_matrices(model: nn.Module, block_types: tuple[type, ...] = (Block,)) -> set[int]:
+    """ids of the weights of the linear layers inside the model's transformer blocks (attention and feed-forward):
+    the modules of `block_types` (zoo's Block by default)."""
     return {
         id(layer.weight)
         for block in model.modules()
-        if isinstance(block, Block)
+        if isinstance(block, block_types)
         for layer in block.modules()
         if isinstance(layer, nn.Linear)
     }
+
+
+def resolve_block_types(block_types: Sequence[type | str] | None) -> tuple[type, ...]:
+    """The classes `block_types` names (classes, or dotted paths as YAML gives them); None: zoo's Block."""
+    if block_types is None:
+        return (Block,)
+    if isinstance(block_types, (str, type)) or not block_types:
+        raise ValueError(
+            f"model.optimizer.block_types must be a non-empty list of block classes, got {block_types!r}; e.g. "
+            "[timm.models.vision_transformer.Block]"
+        )
+    classes = []
+    for entry in block_types:
+        found = entry
+        if isinstance(entry, str):
+            module, _, name = entry.rpartition(".")
+            try:
+                found = getattr(importlib.import_module(module), name, None) if module else None
+            except ImportError:
+                found = None
+        if not isinstance(found, type) or not issubclass(found, nn.Module):
+            raise ValueError(
+                f"model.optimizer.block_types: {entry!r} is not an importable nn.Module class; give its dotted path, "
+                "e.g. timm.models.vision_transformer.Block"
+            )
+        classes.append(found)
+    return tuple(classes)
 
 
 class MuonWithAdamW(torch.optim.Optimizer):
@@ -140,7 +173,9 @@ class MuonWithAdamW(torch.optim.Optimizer):
     of the inner optimizers' own group dicts, so whatever scales group["lr"] (a scheduler, lr_scale) reaches
     both. lr is AdamW's and, unless `muon_lr` is given, Muon's too: with adjust_lr_fn "match_rms_adamw" Muon's
     update has AdamW's RMS, so one lr serves both; "original" (Keller Jordan's max(1, rows/cols)^0.5) wants a
-    larger muon_lr (~0.02). `model` is the network, passed by `build_optimizer`.
+    larger muon_lr (~0.02). `model` is the network, passed by `build_optimizer`. `block_types`: the block classes
+    whose nn.Linear weights Muon takes (classes or dotted paths; None: zoo.core.Block), for a network whose blocks
+    are not zoo's.
     """
 
     def __init__(
@@ -162,6 +197,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         adjust_lr_fn: str = "match_rms_adamw",
         muon_impl: str = "batched",
         ns_dtype: str = "auto",
+        block_types: Sequence[type | str] | None = None,
     ) -> None:
         if model is None:
             raise ValueError("MuonWithAdamW needs model=<the network> to tell its block matrices from the rest")
@@ -180,7 +216,8 @@ class MuonWithAdamW(torch.optim.Optimizer):
         if isinstance(ns_steps, bool) or not isinstance(ns_steps, int) or not 0 < ns_steps < 100:
             raise ValueError(f"model.optimizer.ns_steps must be an integer in [1, 99], got {ns_steps!r}")
         self._model_name = type(model).__name__
-        self._block_ids = block_matrices(model)
+        self._block_types = resolve_block_types(block_types)
+        self._block_ids = block_matrices(model, self._block_types)
         self._muon_options = dict(
             lr=lr if muon_lr is None else muon_lr,
             weight_decay=weight_decay,
@@ -204,8 +241,9 @@ class MuonWithAdamW(torch.optim.Optimizer):
         super().__init__(params, defaults)  # calls add_param_group for each group
         if self.muon is None:
             raise ValueError(
-                f"MuonWithAdamW found no block matrices (nn.Linear weights inside zoo.core.Block) among the "
-                f"parameters of {self._model_name}; use torch.optim.AdamW for it"
+                f"MuonWithAdamW found no block matrices (nn.Linear weights inside "
+                f"{', '.join(f'{t.__module__}.{t.__qualname__}' for t in self._block_types)}) among the parameters "
+                f"of {self._model_name}; use torch.optim.AdamW for it, or name its block class in block_types"
             )
 
     def _inner(self) -> list[torch.optim.Optimizer]:
