@@ -38,6 +38,7 @@ GPT_SWITCHES = {
     ),
     "learned_untied_noproj": dict(
         qk_proj="none",
+        n_inner=300,  # lab/qk_proj's parameter-matched arms widen the FFN
         attn_scale=0.3,
         norm="batchnorm",
         ff_inner_norm="batchnorm",

@@ -42,6 +42,16 @@ def test_tied_output_matrix_counts_once():
     assert untied.num_parameters() - tied.num_parameters() == VOCAB * 48
 
 
+def test_ffn_width_n_inner():
+    """n_inner sets the FFN's hidden width: each extra unit adds an input row, its bias and an output column per
+    layer, nothing else; None is GPT-2's 4 * n_embd, and a width of 0 is refused by name."""
+    default, wider = tiny_gpt(), tiny_gpt(n_inner=4 * 48 + 10)
+    assert default.blocks.layers[0].ff.fc1.out_features == 4 * 48
+    assert wider.num_parameters() - default.num_parameters() == 2 * 10 * (48 + 1 + 48)
+    with pytest.raises(ValueError, match="n_inner must be positive"):
+        GPTConfig(vocab_size=VOCAB, n_inner=0)
+
+
 def test_unknown_preset_lists_valid_presets():
     """from_preset with an unknown name raises ValueError listing every valid preset."""
     with pytest.raises(ValueError) as err:

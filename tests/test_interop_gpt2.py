@@ -175,3 +175,19 @@ def test_other_activations_round_trip(activation, tmp_path):
     save_hf(zoo, tmp_path / "zoo")
     back = GPT2LMHeadModel.from_pretrained(tmp_path / "zoo").eval()
     torch.testing.assert_close(back(idx).logits, hf(idx).logits, **TOL)
+
+
+@torch.no_grad()
+def test_ffn_width_n_inner_round_trip(tmp_path):
+    """An HF GPT-2 with its own n_inner (not 4 * n_embd) loads into zoo's n_inner and saves back with the same
+    logits."""
+    hf = make_hf(seed=8, n_inner=100)
+    hf.save_pretrained(tmp_path / "hf")
+    zoo = load_hf(tmp_path / "hf")
+    assert zoo.config.n_inner == 100
+    idx = tokens(2, 7, seed=9)
+    torch.testing.assert_close(zoo(idx), hf(idx).logits, **TOL)
+    save_hf(zoo, tmp_path / "zoo")
+    back = GPT2LMHeadModel.from_pretrained(tmp_path / "zoo").eval()
+    assert back.config.n_inner == 100
+    torch.testing.assert_close(back(idx).logits, hf(idx).logits, **TOL)

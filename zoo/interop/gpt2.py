@@ -52,14 +52,13 @@ def config_from_hf(hf: dict) -> dict:
     if hf.get("scale_attn_weights", True) is False:
         raise ValueError("GPT-2 option scale_attn_weights=false is not supported by zoo's GPT")
     inner = hf.get("n_inner")
-    if inner is not None and inner != 4 * hf["n_embd"]:
-        raise ValueError(f"GPT-2 n_inner={inner} is not supported (zoo's GPT uses 4 * n_embd)")
     return dict(
         vocab_size=hf["vocab_size"],
         block_size=hf.get("n_positions", hf.get("n_ctx", 1024)),
         n_layer=hf["n_layer"],
         n_head=hf["n_head"],
         n_embd=hf["n_embd"],
+        n_inner=None if inner == 4 * hf["n_embd"] else inner,  # None: GPT-2's own 4 * n_embd
         dropout=hf.get("resid_pdrop", 0.0),
         layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
         activation=_ACTIVATIONS[activation],
@@ -107,7 +106,7 @@ def save(model: GPT) -> tuple[dict, dict[str, torch.Tensor]]:
         "n_embd": c.n_embd,
         "n_layer": c.n_layer,
         "n_head": c.n_head,
-        "n_inner": None,
+        "n_inner": c.n_inner,
         "activation_function": activation,
         "resid_pdrop": c.dropout,
         "embd_pdrop": c.dropout,

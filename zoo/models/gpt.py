@@ -41,6 +41,9 @@ class GPTConfig(PositionSwitches, AttentionSwitches, BlockSwitches, ComputeOptio
     n_layer: int = 12
     n_head: int = 12
     n_embd: int = 768
+    # The FFN's hidden width; None: 4 * n_embd (GPT-2's). Named as in GPT-2's own config. A lab question that takes
+    # parameters out of attention can give them back here without touching the attention it tests (lab/qk_proj).
+    n_inner: int | None = None
     dropout: float = 0.0
     bias: bool = True
     layer_norm_eps: float = 1e-5
@@ -55,10 +58,15 @@ class GPTConfig(PositionSwitches, AttentionSwitches, BlockSwitches, ComputeOptio
             n_head=self.n_head,
             n_embd=self.n_embd,
         )
+        if self.n_inner is not None:
+            check_positive(n_inner=self.n_inner)
         check_heads_divide(self, "n_embd", "n_head")
         check_probability(dropout=self.dropout)
         check_choice("activation", self.activation, ACTIVATIONS)
         self.check_core(d_model=self.n_embd, n_heads=self.n_head)
+
+    def ffn_width(self) -> int:
+        return 4 * self.n_embd if self.n_inner is None else self.n_inner
 
 
 _GPT2 = dict(vocab_size=50257, block_size=1024, activation="gelu_tanh")
@@ -98,7 +106,7 @@ class GPT(ZooModel):
             c.n_embd,
             final_norm=True,
             n_heads=c.n_head,
-            d_ff=4 * c.n_embd,
+            d_ff=c.ffn_width(),
             dropout=c.dropout,
             attn_dropout=c.dropout,
             activation=c.activation,

@@ -24,6 +24,7 @@ GPT_DEFAULTS = dict(
     n_layer=12,
     n_head=12,
     n_embd=768,
+    n_inner=None,
     bias=True,
     layer_norm_eps=1e-5,
     activation="gelu_tanh",
@@ -38,7 +39,9 @@ GPT_DEFAULTS = dict(
 class ZooGPTConfig(ZooConfig):
     model_type = "zoo_gpt"
     defaults = GPT_DEFAULTS
-    sizes = dict(zoo_width="n_embd", zoo_heads="n_head", zoo_ff=lambda c: 4 * c.n_embd, zoo_eps="layer_norm_eps")
+    sizes = dict(
+        zoo_width="n_embd", zoo_heads="n_head", zoo_ff=lambda c: c.n_inner or 4 * c.n_embd, zoo_eps="layer_norm_eps"
+    )
 
 
 class ZooGPTForCausalLM(PreTrainedModel, GenerationMixin):
