@@ -299,11 +299,11 @@ def plot_overlay(sweep: Sweep, overlay: Overlay, path: Path) -> Path:
         ax.set_xticks(range(len(where)), list(where))
     if overlay.logx:
         ax.set_xscale("log", base=2)
-    scale = " (log of the paper's values)" if overlay.paper_scale == "log" else ""
+    scale = "\n(the paper's values taken as their log)" if overlay.paper_scale == "log" else ""
     if isinstance(overlay.metric, dict):  # the x axis says which metric: the x label names them in their x order
         measured, read = (
-            "the lab's metric at each x",
-            f"lab: {', '.join(overlay.metric[x] for x in sorted(overlay.metric))}; ",
+            "the metric at each x",
+            f"lab: {', '.join(overlay.metric[x] for x in sorted(overlay.metric))};\n",
         )
     else:
         measured, read = describe(overlay.metric, sweep.lab), "lab: "
