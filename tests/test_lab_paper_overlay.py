@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 from test_lab_integrity import make_sweep
 
-from zoo.lab.paper_overlay import OVERLAY_PLOT, lab_series, normalised, overlay_config, paper_series
+from zoo.lab.paper_overlay import OVERLAY_PLOT, lab_series, normalised, overlay_config, paper_series, plot_overlay
 from zoo.lab.plots import write_plots
 from zoo.lab.questions import question
 from zoo.lab.report import write_report
@@ -123,7 +123,7 @@ def test_a_bad_section_is_refused_in_one_line_naming_the_key(change, words):
 
 
 def test_the_shipped_overlays_are_valid_and_name_their_source():
-    for name in ("residual_mnist", "heads", "heads_multi30k"):
+    for name in ("residual_mnist", "heads", "heads_multi30k", "positions", "activation"):
         overlays = overlay_config(question(name))
         assert overlays and all("Table" in o.source or "Figure" in o.source for o in overlays)
 
@@ -146,3 +146,106 @@ def test_two_points_at_one_x_of_one_series_are_refused_not_overwritten(tmp_path)
     [overlay] = overlay_config(sweep.lab)
     with pytest.raises(ValueError, match="two points of the sweep at depth=4.*name the other swept parameter"):
         lab_series(sweep, overlay)
+
+
+def sweep_of(directory: Path, lab: dict, rows: dict[tuple, list[dict]], names: list[str]) -> Sweep:
+    """A sweep of points named by `names` (row key: their values), each with one metrics dict per seed."""
+    points, members, jobs = {}, {}, []
+    for key, per_seed in rows.items():
+        params = dict(zip(names, key))
+        points[key] = params
+        members[key] = [
+            Job(directory / f"{'_'.join(key)}_{s}", {**params, "seed": str(s)}, metrics, {}, 1.0)
+            for s, metrics in enumerate(per_seed, start=1)
+        ]
+        jobs += members[key]
+    return Sweep(directory, {"name": "handmade", "plots": [], **lab}, jobs, names, points, members)
+
+
+# Shazeer 2020 Table 1 at 65,536 steps: a categorical x (the activation), GELU minus ReLU
+SHAZEER = {
+    "source": "Shazeer 2020, Table 1",
+    "x": "activation",
+    "metric": "loss",
+    "normalise": "difference",
+    "reference": "relu",
+    "points": [{"x": "relu", "value": 1.997}, {"x": "gelu", "value": 1.983}],
+}
+ACTIVATION_LOSS = {
+    ("relu",): [{"loss": 2.0}, {"loss": 2.2}, {"loss": 2.1}],
+    ("gelu",): [{"loss": 1.9}, {"loss": 2.3}, {"loss": 2.0}],
+    ("silu",): [{"loss": 1.0}, {"loss": 1.0}, {"loss": 1.0}],  # swept, but not a category the paper names
+}
+
+
+def test_a_categorical_x_is_normalised_against_the_named_category_seed_by_seed(tmp_path):
+    sweep = sweep_of(tmp_path, {"paper_overlay": SHAZEER}, ACTIVATION_LOSS, ["activation"])
+    [overlay] = overlay_config(sweep.lab)
+    assert overlay.categorical and overlay.categories() == ["relu", "gelu"]
+    assert paper_series(overlay)[""] == pytest.approx({"relu": 0.0, "gelu": -0.014})
+    lab = lab_series(sweep, overlay)[""]
+    assert list(lab) == ["relu", "gelu"]  # the paper's order; silu, which the paper does not name, is not drawn
+    assert lab["gelu"].values == pytest.approx([-0.1, 0.1, -0.1])  # 1.9-2.0, 2.3-2.2, 2.0-2.1
+    assert plot_overlay(sweep, overlay, tmp_path / "cat.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_metric_per_x_gives_each_model_one_value_per_evaluation_length(tmp_path):
+    # Press et al.'s curve: each model measured at 1x and 2x its training length, one series per position method
+    press = {
+        "source": "Press et al. 2022, Table 3",
+        "x": "evaluation length / training length",
+        "metric": {1: "loss@1x", "2": "loss@2x"},  # YAML may keep a key as a string
+        "series": "variant",
+        "normalise": "difference",
+        "reference": 1,
+        "paper_scale": "log",
+        "points": [
+            {"x": 1, "series": "alibi", "value": 18.66},
+            {"x": 1.977, "series": "alibi", "value": 18.05},
+            {"x": 1, "series": "sinusoidal", "value": 19.34},
+            {"x": 1.977, "series": "sinusoidal", "value": 51.09},
+        ],
+    }
+    rows = {
+        ("alibi",): [{"loss@1x": 1.5, "loss@2x": 1.4}, {"loss@1x": 1.6, "loss@2x": 1.3}],
+        ("sinusoidal",): [{"loss@1x": 1.5, "loss@2x": 2.5}, {"loss@1x": 1.4, "loss@2x": 2.0}],
+    }
+    sweep = sweep_of(tmp_path, {"paper_overlay": press}, rows, ["variant"])
+    [overlay] = overlay_config(sweep.lab)
+    assert overlay.metric == {1.0: "loss@1x", 2.0: "loss@2x"}
+    lab = lab_series(sweep, overlay)
+    assert lab["alibi"][2.0].values == pytest.approx([-0.1, -0.3])
+    assert lab["sinusoidal"][2.0].values == pytest.approx([1.0, 0.6])
+    assert lab["sinusoidal"][1.0].values == [0.0, 0.0]
+    assert paper_series(overlay)["sinusoidal"][1.977] == pytest.approx(math.log(51.09 / 19.34))
+    assert plot_overlay(sweep, overlay, tmp_path / "press.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_overlay_tied_to_a_budget_is_drawn_by_that_budgets_sweep_only(tmp_path):
+    short, long = {**SHAZEER, "budget": "steps750"}, {**SHAZEER, "budget": "steps1500"}
+    untied = {**SHAZEER, "source": "drawn at every budget"}
+    for budget, expected in (
+        ("steps750", ["lab_paper_overlay.png", "lab_paper_overlay_3.png"]),
+        ("steps1500", ["lab_paper_overlay_2.png", "lab_paper_overlay_3.png"]),
+    ):
+        (tmp_path / budget).mkdir()
+        lab = {"paper_overlay": [short, long, untied], "budget": budget}
+        sweep = sweep_of(tmp_path / budget, lab, ACTIVATION_LOSS, ["activation"])
+        assert [p.name for p in write_plots(sweep)] == expected
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"reference": "first"}, "a categorical x (the points' x are words) needs its reference named"),
+        ({"reference": "silu"}, "lab.paper_overlay.reference silu is not an x of the paper's series"),
+        ({"logx": True}, "needs its reference named (reference: one of the points' x), one metric and no logx"),
+        ({"budget": 750}, "lab.paper_overlay.budget must name one of the question's budgets"),
+        ({"x": "n", "reference": 1, "points": HE[:2], "metric": {"one": "a", 2: "b"}}, "'one' is not a number"),
+        ({"x": "n", "reference": 1, "points": HE[:2], "metric": {1: "a"}}, "must map at least 2 x values"),
+    ],
+)
+def test_a_bad_categorical_budget_or_metric_map_is_refused_in_one_line(change, words):
+    with pytest.raises(ValueError) as err:
+        overlay_config({"paper_overlay": {**SHAZEER, **change}})
+    assert words in str(err.value) and "\n" not in str(err.value)
