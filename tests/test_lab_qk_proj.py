@@ -84,5 +84,6 @@ def test_the_sweep_runs_every_arm_the_checks_name_at_five_seeds():
 def test_a_parameter_count_shows_in_full_in_the_table():
     """Four significant digits would show 413,184 and 413,312 alike; a count the seeds agree on prints whole."""
     assert str(Stat.of([413_184.0] * 5)) == "413,184 ± 0"
+    assert str(Stat.of([413_184] * 5)) == "413,184 ± 0"  # integers, as a JSON record holds a count
     assert str(Stat.of([413_184.0, 413_312.0])) == "4.132e+05 ± 91"  # a spread: measured numbers, four digits
     assert str(Stat.of([1.5] * 5)) == "1.5 ± 0"

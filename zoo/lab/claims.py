@@ -98,7 +98,7 @@ class Stat:
     def __str__(self) -> str:
         if self.mean == math.inf:
             return "diverged (counted as worst)"
-        if self.sd == 0 and self.mean.is_integer() and abs(self.mean) >= 1e4:
+        if self.sd == 0 and float(self.mean).is_integer() and abs(self.mean) >= 1e4:  # ints from JSON too
             # a count the same on every seed (lab/params): in full, as four digits would hide a match of 0.03%
             return f"{int(self.mean):,} ± 0"
         return f"{self.mean:.4g} ± {self.sd:.2g}" if math.isfinite(self.mean) else "non-finite"
