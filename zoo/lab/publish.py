@@ -539,7 +539,11 @@ def scale_cell(facts: dict, columns: list[tuple[str, dict]]) -> str:
     otherwise. `columns`: the outcome-against-budget table's (budget, facts)."""
     unlearned = {arm for f in [facts, *(f for _, f in columns)] for arm in f.get("did_not_learn") or []}
     if unlearned:
-        return f"yes: {len(unlearned)} arm(s) did not learn"
+        # The summary's "arms that did not learn" column reads the question's own budget only; when every arm learned
+        # there, name the budgets where some did not, or the two columns read as a contradiction.
+        elsewhere = [budget for budget, f in columns if f.get("did_not_learn")]
+        where = "" if facts.get("did_not_learn") or not elsewhere else f" at {', '.join(elsewhere)}"
+        return f"yes: {len(unlearned)} arm(s) did not learn{where}"
     if len(columns) < 2:
         return "one budget only"
     names = list(dict.fromkeys(c["name"] for _, f in columns for c in f.get("claim_checks") or []))
