@@ -21,6 +21,7 @@ from zoo.data import LanguageModelDataModule
 from zoo.data.windows import DisjointWindows
 from zoo.lab import baselines
 from zoo.lab.baselines import covered_windows, fit, log_probs, ngram_codes, score
+from zoo.lab.claims import check_config
 from zoo.lab.metric_names import describe, header
 from zoo.lab.publish import SUMMARY_BEGIN, SUMMARY_END, publish, summary_rows, with_summary, write_summary
 from zoo.lab.reference import reference_config
@@ -211,6 +212,42 @@ def test_an_arm_at_the_unigram_level_did_not_learn_and_its_claim_checks_are_inco
     assert outcome == "supported in part" and plots and plots[0].is_file()
     stamp = json.loads(next(line for line in lines if line.startswith(SUMMARY_STAMP))[len(SUMMARY_STAMP) : -4])
     assert stamp["did_not_learn"] == ["p=a"] and stamp["seeds"] == [5, 5] and stamp["outcome"] == outcome
+
+
+def test_an_arm_the_claim_says_fails_may_not_learn_but_the_arm_it_is_compared_with_must(tmp_path):
+    # "a trains worse than b": a at the unigram level is what the claim predicts, so the check is decided; the same
+    # check against c, which did not learn either, stays inconclusive (nothing learned to be worse than)
+    predicted = {"metric": "val/loss", "expect": "greater", "may_not_learn": [0]}
+    checks = [
+        {"name": "a worse than b", **predicted, "points": [{"p": "a"}, {"p": "b"}]},
+        {"name": "a worse than c", **predicted, "points": [{"p": "a"}, {"p": "c"}]},
+        {
+            "name": "a worse than b, unspared",
+            "metric": "val/loss",
+            "expect": "greater",
+            "points": [{"p": "a"}, {"p": "b"}],
+        },
+    ]
+    sweep = make_sweep(tmp_path / "sweep", {"a": spread(3.33), "b": spread(1.90), "c": spread(2.9)}, checks)
+    lines = write_report(sweep)[0].read_text().splitlines()
+    claims = {line.split("**")[1]: line for line in lines if line.startswith("- **")}
+    assert claims["a worse than b"].startswith("- **a worse than b**: supported.")
+    assert "p=a did not learn (loss 3.33 ≥ trigram" in claims["a worse than b"]
+    assert "), as the claim predicts (p(support)" in claims["a worse than b"]
+    assert "inconclusive. p=c did not learn" in claims["a worse than c"]
+    assert "inconclusive. p=a did not learn" in claims["a worse than b, unspared"]
+
+
+@pytest.mark.parametrize(
+    "spared, words",
+    [([0, 1], "lists every point"), ([2], "indices of the check's points"), ("0", "indices of the check's points")],
+)
+def test_may_not_learn_refuses_a_bad_list(spared, words):
+    check = {"name": "x", "metric": "val/loss", "expect": "greater", "points": [{"p": "a"}, {"p": "b"}]}
+    with pytest.raises(ValueError, match=words):
+        check_config({**check, "may_not_learn": spared}, 0)
+    with pytest.raises(ValueError, match="for claim checks"):
+        check_config({**check, "kind": "sanity", "may_not_learn": [0]}, 0)
 
 
 def test_without_a_reference_nothing_is_marked(tmp_path):

@@ -175,6 +175,14 @@ def check_config(check: dict, index: int) -> None:
         raise ValueError(f"{where}: factor must be a number > 0, got {check['factor']!r}")
     if (two and n != 2) or n < need:
         raise ValueError(f"{where}: expect '{expect}' needs {'exactly' if two else 'at least'} {need} points, got {n}")
+    spared = check.get("may_not_learn")
+    if spared is not None:
+        if check.get("kind", "claim") != "claim":
+            raise ValueError(f"{where}: may_not_learn is for claim checks (a sanity check ignores learning); remove it")
+        if not isinstance(spared, list) or not all(isinstance(i, int) and 0 <= i < n for i in spared):
+            raise ValueError(f"{where}: may_not_learn must list indices of the check's points (0 to {n - 1})")
+        if len(set(spared)) >= n:
+            raise ValueError(f"{where}: may_not_learn lists every point; at least one must still have to learn")
 
 
 def smallest_effect(check: dict, lab: dict | None = None) -> float:

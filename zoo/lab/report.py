@@ -220,15 +220,23 @@ def _left_undecided(
     result: CheckResult, check: dict, sweep: Sweep, not_learned: dict[tuple, str] | None = None
 ) -> CheckResult:
     """A check is not decided on a point that lost a seed (the missing seed could have changed it), nor, if it is a
-    claim check, on a point that did not learn (it did not beat the question's reference: zoo/lab/reference.py)."""
-    reasons = []
+    claim check, on a point that did not learn (it did not beat the question's reference: zoo/lab/reference.py),
+    unless the check lists that point in `may_not_learn`: an arm the claim says trains badly (unscaled attention at
+    a large d_k) failing to learn is the claim's prediction, not a reason to leave it undecided; the points the
+    comparison is made against must still have learned."""
+    reasons, predicted = [], []
     hit = [u for u in sweep.unfinished if u.params is None or any(matches(u.params, s) for s in check["points"])]
     if hit:
         reasons.append(", ".join(_job_text(sweep, u) for u in hit) + " left no result")
     ref = reference.reference_config(sweep.lab) if not_learned else None
     if ref and result.kind == "claim" and not reference.exempt(check, ref):
         keys = [select(sweep.points, s, f"check '{result.name}'") for s in check["points"]]
-        reasons += [f"{sweep.label(k)} {not_learned[k]}" for k in dict.fromkeys(keys) if k in not_learned]
+        spared = set(check.get("may_not_learn") or [])
+        for i, k in enumerate(keys):
+            if k in not_learned and k not in keys[:i]:
+                (predicted if i in spared else reasons).append(f"{sweep.label(k)} {not_learned[k]}")
+    if predicted and not reasons:
+        return replace(result, detail=f"{result.detail}; {', '.join(predicted)}, as the claim predicts")
     if not reasons:
         return result
     return replace(
