@@ -240,7 +240,12 @@ def test_an_arm_the_claim_says_fails_may_not_learn_but_the_arm_it_is_compared_wi
 
 @pytest.mark.parametrize(
     "spared, words",
-    [([0, 1], "lists every point"), ([2], "indices of the check's points"), ("0", "indices of the check's points")],
+    [
+        ([0, 1], "lists every point"),
+        ([2], "indices of the check's points"),
+        ("0", "indices of the check's points"),
+        ([True], "indices of the check's points"),  # YAML's true is not the index 1
+    ],
 )
 def test_may_not_learn_refuses_a_bad_list(spared, words):
     check = {"name": "x", "metric": "val/loss", "expect": "greater", "points": [{"p": "a"}, {"p": "b"}]}

@@ -179,7 +179,9 @@ def check_config(check: dict, index: int) -> None:
     if spared is not None:
         if check.get("kind", "claim") != "claim":
             raise ValueError(f"{where}: may_not_learn is for claim checks (a sanity check ignores learning); remove it")
-        if not isinstance(spared, list) or not all(isinstance(i, int) and 0 <= i < n for i in spared):
+        if not isinstance(spared, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in spared
+        ):
             raise ValueError(f"{where}: may_not_learn must list indices of the check's points (0 to {n - 1})")
         if len(set(spared)) >= n:
             raise ValueError(f"{where}: may_not_learn lists every point; at least one must still have to learn")
