@@ -115,7 +115,7 @@ def test_gpt_with_switches_loads_with_zoo_logits_and_greedy_tokens(name, tmp_pat
 def test_gpt_export_tokenizer_limits_and_card_go_along(tmp_path):
     model, tokenizer = gpt(**GPT_SWITCHES["recipe"]), char_tokenizer()
     export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
-    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
     assert hf_tokenizer("Speak")["input_ids"] == tokenizer.encode("Speak")
     assert hf_tokenizer.model_max_length == CONTEXT
     assert json.loads((tmp_path / "generation_config.json").read_text())["max_length"] == CONTEXT
@@ -193,8 +193,11 @@ def test_bert_pretraining_with_switches_loads_with_zoo_logits(name, tmp_path):
     export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json(), context_length=24)
     config = json.loads((tmp_path / "config.json").read_text())
     assert {"AutoModelForPreTraining", "AutoModelForMaskedLM"} <= set(config["auto_map"])
-    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
     assert hf_tokenizer.model_max_length == 24
+    # The card's example passes the flag to the tokenizer too: transformers reads config.json (auto_map) for it.
+    card = (tmp_path / "README.md").read_text()
+    assert 'AutoTokenizer.from_pretrained("path/to/this/folder", trust_remote_code=True)' in card
     batch = hf_tokenizer(
         ["the film was great", "a dull story"], ["it was not", "the cast"], padding=True, return_tensors="pt"
     )
@@ -213,7 +216,9 @@ def test_bert_classifier_with_switches_classifies_as_zoo(tmp_path):
     model = bert(tokenizer, head="classification", positions="rope", qk_norm=True)
     export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json(), labels=["negative", "positive"])
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path, trust_remote_code=True).eval()
-    ids = transformers.AutoTokenizer.from_pretrained(tmp_path)("the cast was great", return_tensors="pt").input_ids
+    ids = transformers.AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)(
+        "the cast was great", return_tensors="pt"
+    ).input_ids
     assert ids[0].tolist() == tokenizer.build_pair(tokenizer.encode("the cast was great"))[0]  # zoo's row
     torch.testing.assert_close(hf(ids).logits, model(ids).logits, atol=1e-5, rtol=0)
     classify = transformers.pipeline("text-classification", model=str(tmp_path), trust_remote_code=True)
@@ -260,7 +265,7 @@ def test_transformer_loads_as_seq2seq_lm_with_zoo_logits_and_translations(name, 
     )
     hf.eval()
     assert not any(info.values()), info
-    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
     texts = ["zwei junge hunde.", "ein mann liest im park."]
     assert [hf_tokenizer(t)["input_ids"] for t in texts] == [tokenizer.encode_source(t) for t in texts]
     batch = hf_tokenizer(texts, padding=True, return_tensors="pt")  # right padding, as zoo's collator

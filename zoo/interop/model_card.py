@@ -227,12 +227,11 @@ def _usage_section(model: ZooModel, fmt: str, run: TrainingRun, remote: bool) ->
             f"from transformers import {auto}, AutoTokenizer",
             "",
             f'model = {auto}.from_pretrained("{PLACEHOLDER}"{trust})',
-            f'tokenizer = AutoTokenizer.from_pretrained("{PLACEHOLDER}")',
+            # transformers reads config.json to pick the tokenizer, and a config with auto_map runs the
+            # directory's code: without the flag it stops at an interactive prompt.
+            f'tokenizer = AutoTokenizer.from_pretrained("{PLACEHOLDER}"{trust})',
         ]
         if tag == "translation":
-            # Separate source and target vocabularies come with a tokenizer class of their own (remote code too);
-            # a joint vocabulary's plain tokenizer loads the same way with the flag.
-            code[-1] = code[-1].replace(")", f"{trust})", 1)
             code += [
                 'ids = tokenizer("A sentence.", return_tensors="pt")',
                 "print(tokenizer.batch_decode(model.generate(**ids), skip_special_tokens=True))",
