@@ -53,6 +53,21 @@ def prepare() -> None:
         _prepare()
 
 
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="baselines")
+@one_line_errors
+def _baselines(cfg: DictConfig) -> dict:
+    quiet()
+    from zoo.entry.baselines import run
+
+    return run(cfg)
+
+
+def baselines() -> None:
+    """`zoo-baselines data=shakespeare_char`: count n-gram losses of a text data config (zoo/conf/baselines.yaml)."""
+    with suggest_nearest_key("baselines"):
+        _baselines()
+
+
 def _skip_exit_collection() -> None:
     """Spare the process the garbage collection CPython runs while it shuts down.
 

@@ -53,7 +53,7 @@ def order_name(order: int) -> str:
 def ngram_codes(tokens: np.ndarray, order: int, vocab_size: int) -> np.ndarray:
     """The k-grams of `tokens` (k = order) as integers: entry i is tokens[i : i + k] read in base vocab_size, the
     oldest token the most significant digit (so code // vocab_size is the k-gram's context)."""
-    _check_fits(order, vocab_size)
+    check_fits(order, vocab_size)
     t = np.asarray(tokens, dtype=np.int64)
     n = len(t) - order + 1
     codes = np.zeros(max(n, 0), dtype=np.int64)
@@ -62,7 +62,7 @@ def ngram_codes(tokens: np.ndarray, order: int, vocab_size: int) -> np.ndarray:
     return codes
 
 
-def _check_fits(order: int, vocab_size: int) -> None:
+def check_fits(order: int, vocab_size: int) -> None:
     if vocab_size**order >= 2**63:
         raise ValueError(
             f"{order}-grams over a vocabulary of {vocab_size} do not fit in 63 bits; use a lower order (or char tokens)"
@@ -108,7 +108,7 @@ def fit(train: np.ndarray, order: int, vocab_size: int, method: str = DEFAULT_ME
         raise ValueError(f"unknown n-gram method '{method}'; choose one of {', '.join(METHODS)}")
     if order < 1:
         raise ValueError(f"an n-gram order is at least 1, got {order}")
-    _check_fits(order, vocab_size)
+    check_fits(order, vocab_size)
     raw = {k: np.unique(ngram_codes(train, k, vocab_size), return_counts=True) for k in range(1, order + 1)}
     levels = []
     for k in range(1, order + 1):
@@ -225,7 +225,7 @@ def baselines(
     windows: Windows | None = None,
 ) -> Baselines:
     """Orders 1..`orders`, each fitted on `train` and scored on `val` (the windows, else the whole split)."""
-    _check_fits(orders, vocab_size)  # before fitting anything
+    check_fits(orders, vocab_size)  # before fitting anything
     losses = {n: score(fit(train, n, vocab_size, method), val, windows) for n in range(1, orders + 1)}
     if windows is None:
         scored, predicted = f"the whole validation split ({len(val) - 1} predicted tokens)", len(val) - 1
