@@ -115,8 +115,8 @@ def test_a_non_integer_trainer_option_names_the_key(tmp_path):
         ({"trainer": {"limit_val_batches": 1.5}}, "or a fraction in [0, 1], got 1.5"),
         ({"data": {"batch_size": "abc"}}, "data.batch_size must be an integer, got 'abc'"),
         ({"data": {"block_size": 0}}, "data.block_size must be >= 1, got 0"),
-        ({"model": {"optimizer": {"lr": -1}}}, "model.optimizer.lr must be positive, got -1"),
-        ({"model": {"optimizer": {"lr": "fast"}}}, "model.optimizer.lr must be positive, got 'fast'"),
+        ({"model": {"optimizer": {"lr": -1}}}, "model.optimizer.lr must be a number >= 0, got -1"),
+        ({"model": {"optimizer": {"lr": "fast"}}}, "model.optimizer.lr must be a number >= 0, got 'fast'"),
     ],
 )
 def test_config_values_are_checked_by_key(overrides, message):
@@ -133,8 +133,22 @@ def test_valid_lightning_forms_pass_the_checks():
 
 
 def test_a_negative_learning_rate_names_the_key_when_the_optimizer_is_built():
-    with pytest.raises(ValueError, match=r"model.optimizer.lr must be positive, got -1"):
+    with pytest.raises(ValueError, match=r"model.optimizer.lr must be a number >= 0, got -1"):
         build_optimizer(partial(torch.optim.AdamW, lr=-1), [torch.nn.Parameter(torch.zeros(2))])
+
+
+def test_a_zero_learning_rate_is_accepted_and_leaves_the_weights_as_they_are():
+    """lr=0 is a choice (measure or evaluate through the training loop without updates); only < 0 is refused."""
+    base = {"trainer": {"max_steps": 10}, "model": {"optimizer": {"lr": 0}}}
+    check_config(OmegaConf.create(base))
+    check_config(OmegaConf.merge(base, {"model": {"optimizer": {"lr": 0.0}}}))
+    with pytest.raises(ValueError, match=r"model.optimizer.lr must be a number >= 0, got -1e-05"):
+        check_config(OmegaConf.merge(base, {"model": {"optimizer": {"lr": -1e-5}}}))
+    weight = torch.nn.Parameter(torch.arange(4.0))
+    optimizer = build_optimizer(partial(torch.optim.AdamW, lr=0, weight_decay=0.1), [weight])
+    (weight**2).sum().backward()
+    optimizer.step()
+    assert torch.equal(weight.detach(), torch.arange(4.0))  # a real step, with a gradient and decay: no change
 
 
 @pytest.mark.slow

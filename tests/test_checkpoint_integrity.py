@@ -17,9 +17,10 @@ import torch
 from omegaconf import OmegaConf
 
 from zoo.checkpointing.atomic_io import AtomicCheckpointIO, remove_orphans, temp_path
+from zoo.checkpointing.choosing import newest_checkpoint
 from zoo.checkpointing.reading import check_checkpoint_file, read_checkpoint, torch_load_weights
 from zoo.checkpointing.weights_checksum import verify_checkpoint
-from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
+from zoo.entry.resolvers import resolve_ckpt_path
 
 from conftest import QUIET_SHORT_RUN, ROOT, assert_ok, assert_one_line_error, run_script
 
@@ -250,6 +251,11 @@ def test_resume_last_skips_a_failed_start_and_a_truncated_file(good_run, tmp_pat
     truncated = runs / "2026-12-31_00-00-00" / "checkpoints" / "last.ckpt"
     truncated.parent.mkdir(parents=True)
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    # Both stand for earlier starts of the same command (a resume continues only runs of its own overrides:
+    # zoo.entry.resume): they carry the good run's recorded overrides.
+    for run in (step0.parent.parent, truncated.parent.parent):
+        shutil.rmtree(run / ".hydra", ignore_errors=True)
+        shutil.copytree(good.parent.parent / ".hydra", run / ".hydra")
 
     resumed = run_script("train.py", *common, "ckpt_path=last", "trainer.max_steps=6")
     assert_ok(resumed)
@@ -268,11 +274,15 @@ def test_run_dir_continues_the_run_with_the_newest_good_checkpoint(good_run, tmp
     newer = runs / "b" / "checkpoints"
     newer.mkdir(parents=True)
     torch.save({"state_dict": {}, "global_step": 0}, newer / "on_exception.ckpt")  # a failed start, newest
-    assert run_dir(str(runs), "fresh", "last", False) == str(runs / "a")
-    assert run_dir(str(runs), "fresh", None, True) == str(runs / "a")
-    assert run_dir(str(runs), "fresh", None, False) == f"{runs}/fresh"
+    shutil.copytree(runs / "a" / ".hydra", runs / "b" / ".hydra")  # of the same command
+    overrides = list(OmegaConf.load(runs / "a" / ".hydra" / "overrides.yaml"))
+    assert run_dir(str(runs), "fresh", "last", False, overrides) == str(runs / "a")
+    assert run_dir(str(runs), "fresh", None, True, overrides) == str(runs / "a")
+    assert run_dir(str(runs), "fresh", None, False, overrides) == f"{runs}/fresh"
+    # Another command's start (other overrides) never continues the run.
+    assert run_dir(str(runs), "other", None, True, [*overrides, "seed=3"]) == f"{runs}/other"
     shutil.rmtree(runs / "a")
-    assert run_dir(str(runs), "fresh", "last", False) == f"{runs}/fresh"  # nothing usable: a fresh directory
+    assert run_dir(str(runs), "fresh", "last", False, overrides) == f"{runs}/fresh"  # nothing usable: a fresh one
 
 
 def test_ckpt_path_last_with_nothing_usable_is_one_line(tmp_path):

@@ -83,7 +83,9 @@ def test_resume_keeps_the_first_start_configs(resumed):
 def test_failed_resume_changes_nothing(resumed, bad):
     run, _, common = resumed
     before = snapshot(run)
-    result = run_script("train.py", *common, "trainer.max_steps=14", "ckpt_path=last", *bad)
+    # hydra.run.dir: the start targets this run although its overrides differ (ckpt_path=last alone would continue
+    # only a run of its own overrides: zoo.entry.resume), so it is the run's own directory that must stay as it was.
+    result = run_script("train.py", *common, "trainer.max_steps=14", "ckpt_path=last", f"hydra.run.dir={run}", *bad)
     assert result.returncode == 1 and "error: " in result.stderr, result.stderr[-3000:]
     assert snapshot(run) == before
 

@@ -185,10 +185,17 @@ def test_a_resume_with_another_optimizer_is_refused_and_changes_nothing(adamw_an
     logs, run = adamw_and_muon_runs[trained]
     extra = [MUON] if trained == "muon" else []
     before = snapshot(logs)
-    for how in ("auto_resume=true", "ckpt_path=last"):
-        result = run_script("train.py", *FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", how)
+    # Pointed at the run (its directory, or its checkpoint): the checkpoint's optimizer state does not fit.
+    for how in ([f"hydra.run.dir={run}", "auto_resume=true"], [f"hydra.run.dir={run}", "ckpt_path=last"]):
+        result = run_script("train.py", *FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", *how)
         assert_one_line_error(result, "optimizer, but this run configures", "model.optimizer._target_=")
         assert snapshot(logs) == before, "a refused resume changed the earlier run's directory"
+    # ckpt_path=last with the other optimizer is another configuration's start: the run is not its own to continue.
+    result = run_script(
+        "train.py", *FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", "ckpt_path=last"
+    )
+    assert_one_line_error(result, "no earlier run of task 'train'", f"{run} (model.optimizer._target_: ")
+    assert snapshot(logs) == before
     # The next resume with the run's own optimizer continues from its last good checkpoint, in place.
     assert_ok(run_script("train.py", *FAST, *extra, "trainer.max_steps=6", f"paths.log_dir={logs}", "auto_resume=true"))
     assert [p.name for p in (logs / "train" / "runs").iterdir()] == [run.name]
@@ -200,7 +207,9 @@ def test_a_resume_with_another_optimizer_is_refused_and_changes_nothing(adamw_an
 def test_a_resume_of_another_model_size_changes_nothing(adamw_and_muon_runs, tmp_path):
     logs, run = adamw_and_muon_runs["adamw"]
     before = snapshot(logs)
-    result = run_script("train.py", *FAST, "model.net.n_layer=1", f"paths.log_dir={logs}", "ckpt_path=last")
+    result = run_script(
+        "train.py", *FAST, "model.net.n_layer=1", f"paths.log_dir={logs}", f"hydra.run.dir={run}", "ckpt_path=last"
+    )
     assert_one_line_error(result, "holds a gpt model with n_layer=")
     assert snapshot(logs) == before
 

@@ -132,7 +132,10 @@ def test_a_failing_job_is_reported_and_the_sweep_goes_on(tmp_path):
     assert [j.name for j in job_dirs(sweep) if (j / "result.json").is_file()] == ["0", "2"]  # jobs 1 and 3 ran
     assert "model.net.n_head=3" in json.loads((sweep / "1" / "failed.json").read_text())["overrides"]
     table = (sweep / "summary.md").read_text()
-    assert "| 1 | 3 | failed |" in table and f"- job 1 ({sweep / '1'}): n_embd=128 is not divisible" in table
+    # Every parameter the sweep was given is a column (SHORT's too); job 1's n_head cell holds 3, its metric "failed".
+    header, row = table.splitlines()[0].split(" | "), next(r for r in table.splitlines() if r.startswith("| 1 |"))
+    assert row.split(" | ")[header.index("model.net.n_head")] == "3" and row.endswith("| failed |")
+    assert f"- job 1 ({sweep / '1'}): n_embd=128 is not divisible" in table
     assert len([line for line in table.splitlines() if line.startswith("| ")]) == 1 + 3
 
 

@@ -8,7 +8,12 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-from zoo.core.weights_file import code_refused, names_code, torch_load_weights  # noqa: F401  (re-exported)
+from zoo.core.weights_file import (  # noqa: F401  (re-exported)
+    code_refused,
+    names_code,
+    not_a_checkpoint_file,
+    torch_load_weights,
+)
 from zoo.models import MODEL_TYPES, ZooModel
 from zoo.optim.former_names import current_name
 
@@ -30,7 +35,7 @@ def check_checkpoint_file(path: str | Path, *, option: str = "ckpt_path") -> int
     their checksum. Returns its global step. `option`: what the user gave the path with, for the message."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path.resolve()}; check {option}")
+        raise not_a_checkpoint_file(path, option)
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated or foreign file is not one
         raise ValueError(f"{path} is not a readable checkpoint (truncated or not written by torch.save)")
     stat = os.stat(path)

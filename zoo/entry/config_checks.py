@@ -137,7 +137,8 @@ def check_config(cfg: DictConfig) -> None:
     # The data configs' sizes: a string here would fail later as "'<=' not supported between 'str' and 'int'".
     for key, minimum in (("batch_size", 1), ("eval_batch_size", 1), ("block_size", 1), ("num_workers", 0)):
         _integer(cfg, f"data.{key}", minimum=minimum)
-    _positive(cfg, "model.optimizer.lr")
+    # 0 is a choice (measure or evaluate with the optimizer in place but no updates, a schedule's floor); < 0 is not.
+    _positive(cfg, "model.optimizer.lr", zero_ok=True)
     _positive(cfg, "model.weight_decay", zero_ok=True)
     betas = OmegaConf.select(cfg, "model.optimizer.betas", default=None)
     if betas is not None:

@@ -23,63 +23,26 @@ def wandb_offline() -> bool:
         return True
 
 
-def checkpoint_files(run_dir: str | Path) -> list[Path]:
-    """A run's checkpoints (last.ckpt, on_exception.ckpt, the top-k step_*.ckpt), newest first."""
-    directory = Path(run_dir) / "checkpoints"
-    if not directory.is_dir():
-        return []
-    return sorted(directory.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
+def _task_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
-def _usable(path: Path) -> tuple[int | None, str]:
-    """(global step, "") for a checkpoint a run can resume from, else (None, why not)."""
-    from zoo.checkpointing.reading import check_checkpoint_file  # torch: only when a run starts, not at config time
-
-    try:
-        step = check_checkpoint_file(path)
-    except (ValueError, FileNotFoundError) as error:
-        reason = str(error).removeprefix(f"{path}").lstrip(": ")
-        return None, " ".join(reason.split())
-    if step <= 0:
-        return None, "no progress (step 0: a run that failed at its start)"
-    return step, ""
-
-
-def choose_checkpoint(candidates: list[Path]) -> tuple[Path | None, int, list[str]]:
-    """The first of `candidates` that made progress, is complete and matches its checksum; returns (path or None,
-    its step, "<path> (why)" for each one passed over before it)."""
-    skipped = []
-    for path in candidates:
-        step, why = _usable(path)
-        if step is not None:
-            return path, step, skipped
-        skipped.append(f"{path} ({why})")
-    return None, 0, skipped
-
-
-def _newest_first(run_dirs: list[Path]) -> list[Path]:
-    files = [f for d in run_dirs for f in checkpoint_files(d)]
-    return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
-
-
-def _task_runs(runs_root: str | Path) -> list[Path]:
-    root = Path(runs_root)
-    return sorted(d for d in root.iterdir() if d.is_dir()) if root.is_dir() else []
-
-
-def newest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The checkpoint a run resumes from in `run_dir`: the newest one that made progress and is intact."""
-    return choose_checkpoint(checkpoint_files(run_dir))[0]
-
-
-def resolve_ckpt_path(cfg: DictConfig) -> str | None:
+def resolve_ckpt_path(cfg: DictConfig, overrides: list[str] | None = None) -> str | None:
     """The checkpoint a run resumes from, checked before anything is built or written.
 
     A file path: it must be complete, hold only weights and match its checksum. `last` / auto_resume: the newest
-    good checkpoint among the task's runs (the one run_dir placed this run in), or, when hydra.run.dir names a
-    directory outside them, that directory's first. No ckpt_path: a good checkpoint already in this run's directory
-    (the run continues it, as Lightning would). Checkpoints passed over are named with the reason, in one line."""
+    good checkpoint of this start's own run, the one zoo.run_dir placed it in (the earlier run of the task started
+    with the same overrides: zoo.entry.resume), or of the directory hydra.run.dir names. No ckpt_path: a good
+    checkpoint already in this run's directory (the run continues it, as Lightning would). Checkpoints passed over
+    are named with the reason, in one line. `overrides`: this start's command-line overrides (default: Hydra's).
+
+    Refused in one line: several earlier runs that this start could continue, `ckpt_path=last` with none, and
+    `ckpt_path=last` of a finished run; auto_resume of a finished run raises RunFinished (nothing to do)."""
     from lightning.pytorch.utilities import rank_zero_info
+
+    from zoo.entry.resume import RunFinished, find_run, finished, others_note, recorded_value, several_runs_message
 
     ckpt_path = cfg.get("ckpt_path")
     if ckpt_path is not None and ckpt_path != "last":
@@ -88,39 +51,78 @@ def resolve_ckpt_path(cfg: DictConfig) -> str | None:
         check_checkpoint_file(ckpt_path)
         return str(ckpt_path)
     own = Path(cfg.paths.output_dir)
-    if ckpt_path == "last" or cfg.get("auto_resume"):
-        runs = _task_runs(Path(cfg.paths.log_dir) / cfg.task_name / "runs")
-        if any(d.resolve() == own.resolve() for d in runs):
-            candidates = _newest_first(runs)
-        else:
-            candidates = [*checkpoint_files(own), *_newest_first(runs)]
-    else:
-        candidates = checkpoint_files(own)
-    chosen, step, skipped = choose_checkpoint(candidates)
+    from zoo.checkpointing.choosing import checkpoint_files, choose_checkpoint  # torch: only when a run starts
+
+    chosen, step, skipped = choose_checkpoint(checkpoint_files(own))
+    resuming = ckpt_path == "last" or bool(cfg.get("auto_resume"))
+    how = "ckpt_path=last" if ckpt_path == "last" else "auto_resume"
+    runs_root = Path(cfg.paths.log_dir) / cfg.task_name / "runs"
+    others, among_runs = "", own.resolve().parent == runs_root.resolve()  # else a directory hydra.run.dir named
+    if resuming and among_runs:
+        decision = find_run(runs_root, _task_overrides() if overrides is None else overrides)
+        # Runs of these overrides with nothing usable: their checkpoints are named as passed over.
+        skipped += [s for m in decision.matching if m.checkpoint is None and m.run != own for s in m.skipped]
+        if chosen is None and decision.ambiguous:
+            raise ValueError(several_runs_message(how, cfg.task_name, decision.ambiguous))
+        if chosen is None and decision.chosen is not None:  # it appeared after this start chose its directory
+            raise ValueError(
+                f"{how}: run {decision.chosen.run} was started with these overrides, but this start was given "
+                f"{own}; continue it with hydra.run.dir={decision.chosen.run}"
+            )
+        others = others_note(decision.others)
     passed_over = f"; skipped: {'; '.join(skipped)}" if skipped else ""
     if chosen is None:
+        if ckpt_path == "last" and not among_runs:
+            raise ValueError(
+                f"ckpt_path=last: hydra.run.dir={own} holds no usable checkpoint{passed_over}; give the directory "
+                "of a run that left one, or ckpt_path=<a checkpoint file>"
+            )
         if ckpt_path == "last":
             where = f"{cfg.paths.log_dir}/{cfg.task_name}/runs"
             raise ValueError(
-                f"ckpt_path=last: no earlier run of task '{cfg.task_name}' under {where} left a usable checkpoint"
-                f"{passed_over}; start without ckpt_path, or give a checkpoint file"
+                f"ckpt_path=last: no earlier run of task '{cfg.task_name}' under {where} started with these overrides "
+                f"left a usable checkpoint{others}{passed_over}; start without ckpt_path, or give ckpt_path=<a "
+                "checkpoint file> or hydra.run.dir=<a run directory>"
             )
-        if skipped:
-            rank_zero_info(f"no usable checkpoint to resume from, training from the start{passed_over}")
+        if skipped or others:
+            rank_zero_info(
+                f"{how}: no earlier run of task '{cfg.task_name}' started with these overrides left a usable "
+                f"checkpoint, training from the start in {own}{others}{passed_over}; to continue another run, give "
+                "hydra.run.dir=<its directory>"
+            )
         return None
+    if resuming:
+        reason = finished(own, chosen, step, cfg)
+        if reason is not None:
+            more = cfg.trainer.get("max_steps") if "trainer" in cfg else None
+            further = (
+                f"raise trainer.max_steps above {step}"
+                if isinstance(more, int) and more > 0
+                else f"continue it with hydra.run.dir={own} (without {how}) and more trainer.max_epochs"
+            )
+            message = f"run {own} is finished at step {step} ({reason}); to train it further, {further}"
+            if ckpt_path == "last":
+                raise ValueError(f"ckpt_path=last: {message}, or start a new run without ckpt_path")
+            raise RunFinished(
+                f"auto_resume: {message}; nothing was started and the run is left as it is",
+                recorded_value(own, cfg.get("optimized_metric")),
+            )
     rank_zero_info(f"checkpoint chosen: {chosen} (step {step}){passed_over}")
     return str(chosen)
 
 
-def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume) -> str:
-    """The output directory of a run: a fresh one, or, with ckpt_path=last or auto_resume, the earlier run of the
-    same task that holds the newest usable checkpoint (see resolve_ckpt_path), so the resumed run continues in
-    place (train.py then locks it: see zoo.entry.run_lock)."""
+def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume, overrides=()) -> str:
+    """The output directory of a run: a fresh one, or, with ckpt_path=last or auto_resume, this start's own earlier
+    run: the one of the task started with the same command-line `overrides` (hydra.overrides.task) that holds a
+    usable checkpoint (zoo.entry.resume.find_run), so the resumed run continues in place (train.py then locks it:
+    see zoo.entry.run_lock). Never another configuration's run; when several runs or none fit, a fresh directory,
+    and resolve_ckpt_path says why in one line (the fresh directory goes again if the start stops there)."""
     if ckpt_path == "last" or auto_resume:
-        chosen = choose_checkpoint(_newest_first(_task_runs(runs_root)))[0]
+        from zoo.entry.resume import find_run
+
+        chosen = find_run(runs_root, list(overrides or ())).chosen
         if chosen is not None:
-            return str(chosen.parent.parent)
-        # Nothing to resume: a fresh directory; train.py then stops with a one-line error for ckpt_path=last.
+            return str(chosen.run)
     from zoo.entry.run_lock import fresh_run_dir
 
     return fresh_run_dir(runs_root, fresh_name)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +55,35 @@ def _job_order(job_dir: Path):
     return (0, int(name)) if name.isdigit() else (1, name)
 
 
-def swept_values(results: list[dict]) -> dict[str, list[str]]:
-    """Parameter -> its value in each job, for the overrides that differ between jobs."""
+def swept_values(results: list[dict], swept: Iterable[str] = ()) -> dict[str, list[str]]:
+    """Parameter -> its value in each job, for the overrides that differ between jobs and for the parameters the
+    sweep was given (`swept`), also those given one value (`-m model.optimizer.lr=1e-3 seed=1,2`: lr too)."""
     per_job = [dict(o.split("=", 1) for o in r["overrides"] if "=" in o) for r in results]
     keys = sorted({k for job in per_job for k in job})
-    return {k: [job.get(k, "") for job in per_job] for k in keys if len({job.get(k) for job in per_job}) > 1}
+    swept = set(swept)
+    return {
+        k: [job.get(k, "") for job in per_job] for k in keys if k in swept or len({job.get(k) for job in per_job}) > 1
+    }
 
 
-def write_summary(sweep_dir: Path) -> tuple[Path, Path | None] | None:
+def swept_parameters(config: DictConfig) -> list[str]:
+    """The parameters a multirun was given: its command-line overrides (each one a dimension of the grid, with one
+    value or several) and the sweeper's `params` (Optuna's search space, a grid given in a config)."""
+    keys = [
+        o.split("=", 1)[0] for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or () if "=" in o
+    ]
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+    return keys + (list(params) if isinstance(params, DictConfig) else [])
+
+
+def write_summary(sweep_dir: Path, swept: Iterable[str] = ()) -> tuple[Path, Path | None] | None:
+    """summary.md and summary.png of the sweep in `sweep_dir`; `swept`: the parameters it was given (columns even
+    where every job had the same value)."""
     results = collect_results(sweep_dir)
     if not results:
         return None
     metric = next((r["metric"] for r in results if r.get("metric")), "value")
-    params = swept_values(results)
+    params = swept_values(results, swept)
     lines = ["| job | " + " | ".join(params) + f" | {metric} |", "|---" * (len(params) + 2) + "|"]
     for i, r in enumerate(results):
         value = "failed" if r.get("status") == "failed" else "n/a" if r["value"] is None else f"{r['value']:.6g}"
@@ -112,7 +129,7 @@ def _plot(sweep_dir: Path, results, params, metric) -> Path | None:
 class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        written = write_summary(sweep_dir)
+        written = write_summary(sweep_dir, swept_parameters(config))
         if written:
             log.info(f"sweep summary: {written[0]}" + (f", plot {written[1]}" if written[1] else ""))
         failed = failures(collect_results(sweep_dir))

@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.callbacks.preemption import PreemptionCheckpoint
+from zoo.checkpointing.choosing import newest_checkpoint
 from zoo.checkpointing.reading import check_resume
 from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
@@ -24,7 +25,8 @@ from zoo.entry.builders import build_callbacks, build_loggers, build_model_confi
 from zoo.entry.config_checks import check_config
 from zoo.entry.phase_times import PhaseTimes, mark_job_start
 from zoo.entry.quiet import quiet, start_run_log
-from zoo.entry.resolvers import newest_checkpoint, resolve_ckpt_path
+from zoo.entry.resolvers import resolve_ckpt_path
+from zoo.entry.resume import RunFinished, record_launcher
 from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
 from zoo.lab.record import lab_record
 
@@ -53,7 +55,11 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     if rank_zero_only.rank == 0:  # the other ranks of a job write into the directory rank 0 holds
         lock_run_dir(cfg.paths.output_dir)
     check_config(cfg)
-    ckpt_path = resolve_ckpt_path(cfg)
+    try:
+        ckpt_path = resolve_ckpt_path(cfg)
+    except RunFinished as done:  # auto_resume of a finished run: say so, start nothing, write nothing
+        rank_zero_info(str(done))
+        return done.value
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     hydra_ddp.install()
@@ -161,8 +167,8 @@ def start_run(cfg: DictConfig) -> None:
     """The run really starts: its configs are written and its log file opened. Hydra writes nothing at job start
     (hydra.output_subdir=null in train.yaml), so a start that fails before this point (a bad value, missing data)
     leaves an existing run directory as it was. The first start of a directory writes `.hydra/` and
-    `config_resolved.yaml`; a start that continues it (resume in place) keeps them and writes its own beside them,
-    in `.hydra/resume-<time>/`."""
+    `config_resolved.yaml` (and `launcher.json` under SLURM); a start that continues it (resume in place) keeps them
+    and writes its own beside them, in `.hydra/resume-<time>/`."""
     out = Path(cfg.paths.output_dir)
     configs = out / ".hydra"
     if (configs / "config.yaml").exists() or (out / "config_resolved.yaml").exists():
@@ -179,6 +185,7 @@ def start_run(cfg: DictConfig) -> None:
         OmegaConf.save(cfg, configs / "config.yaml")
         OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), configs / "hydra.yaml")
         OmegaConf.save(OmegaConf.create(list(hydra_cfg.overrides.task)), configs / "overrides.yaml")
+        record_launcher(configs)  # the SLURM job ids, which tell a requeued job's run (zoo.entry.resume)
     OmegaConf.save(cfg, resolved, resolve=True)
     start_run_log()
 

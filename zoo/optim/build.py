@@ -23,9 +23,10 @@ def build_optimizer(factory, params, trainer=None, model: nn.Module | None = Non
     keywords = dict(getattr(factory, "keywords", {}))
     extra = {"model": model} if model is not None and _takes_model(factory) else {}
     lr = keywords.get("lr")
-    # torch says only "Invalid learning rate: -1"; the config key is what the user can change.
-    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
-        raise ValueError(f"model.optimizer.lr must be positive, got {lr!r}")
+    # torch says only "Invalid learning rate: -1"; the config key is what the user can change. lr=0 is allowed
+    # (no updates: measuring, evaluating with the training loop), as torch allows it.
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0):
+        raise ValueError(f"model.optimizer.lr must be a number >= 0, got {lr!r}")
     if "betas" in keywords:
         check_betas(keywords["betas"])
     if keywords.get("fused") and trainer is not None:
