@@ -9,6 +9,7 @@ torch.nn.Transformer with embeddings and a tied output layer around it (final no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -278,13 +279,16 @@ class Transformer(ZooModel):
         beam_size: int = 1,
         length_penalty: float = 0.0,
         use_cache: bool = True,
+        any_running: Callable[[bool], bool] | None = None,
     ) -> torch.Tensor:
         """Translate a batch of right-padded sources; returns (B, n) target ids without BOS, each row ending with
         EOS unless it reached the length limit, right-padded with pad_token_id.
 
         beam_size 1 is greedy decoding. max_new_tokens defaults to the source length + 50 (fairseq's a*x+b with
         a=1, b=50), capped by the model's max_len. Sources longer than max_len are an error, unless the positions
-        have no length limit (rope, alibi, none): then max_len caps nothing.
+        have no length limit (rope, alibi, none): then max_len caps nothing. any_running: decode in lockstep with
+        the other processes a sharded model spans (zoo.core.decoding, zoo.strategies.fsdp.lockstep); the steps
+        taken then are the most any process asks for, within max_len as each process's max_new_tokens is.
         """
         c = self.config
         limit = c.max_len if self.pos_emb is not None else float("inf")
@@ -325,6 +329,7 @@ class Transformer(ZooModel):
                     device=src.device,
                     eos_token_id=c.eos_token_id,
                     temperature=0.0,
+                    any_running=any_running,
                 )
                 out = _pad_after_eos(out, c.eos_token_id, c.pad_token_id)
             else:
@@ -338,6 +343,7 @@ class Transformer(ZooModel):
                     device=src.device,
                     length_penalty=length_penalty,
                     reorder=None if cache is None else cache.reorder,
+                    any_running=any_running,
                 )
             return out
         finally:

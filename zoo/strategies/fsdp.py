@@ -12,20 +12,29 @@ Each core Block is its own unit (its parameters gathered just before its forward
 root module holds what is left (embeddings, final norm, heads). Checkpoints are full state dicts written by rank 0
 (`save_distributed_checkpoint=False`), so a sharded run resumes unsharded and eval.py, generate.py and zoo-export
 read its checkpoints like any other.
+
+Every forward gathers parameters from all processes, so every process must run the same forwards in the same order,
+also at evaluation: the samples, translations and attention pictures of a validation run on every rank (only rank 0
+logs them), and decoding loops whose processes would stop at different steps run in lockstep (`lockstep`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from lightning.pytorch.strategies import ModelParallelStrategy
 from torch import nn
 
 from zoo.core.block import Block
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+# Methods that run the network at evaluation without going through `forward` (a translation's encoder and decoder
+# steps, the attention maps of a ViT): wrapped like forward, so that the root's parameters are gathered for them.
+EVALUATION_METHODS = ("generate", "attention_maps")
 
 
 class FSDP2Strategy(ModelParallelStrategy):
@@ -99,14 +108,35 @@ def shard_per_block(
     if is_sharded(module):
         return
     mesh = mesh["data_parallel"] if mesh.mesh_dim_names and "data_parallel" in mesh.mesh_dim_names else mesh
+    module.sharding_mesh = mesh  # for `lockstep`: the parameters are plain tensors while gathered
     options = {"mesh": mesh, "mp_policy": MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)}
     for block in [m for m in module.modules() if isinstance(m, Block)]:
         fully_shard(block, reshard_after_forward=reshard_after_forward, **options)
     # The root's parameters are needed again first in backward (the head): no point freeing them after forward.
     fully_shard(module, reshard_after_forward=False, **options)
-    # A model's other forwards (the fused training loss) gather the root's parameters as forward does.
-    for name in getattr(module, "forward_methods", ()):
-        register_fsdp_forward_method(module, name)
+    # A model's other forwards (the fused training loss) and its evaluation methods gather the root's parameters as
+    # forward does.
+    for name in (*getattr(module, "forward_methods", ()), *EVALUATION_METHODS):
+        if callable(getattr(module, name, None)):
+            register_fsdp_forward_method(module, name)
+
+
+def lockstep(module: nn.Module) -> Callable[[bool], bool] | None:
+    """For a decoding loop (`any_running` of zoo.core.decoding) on a module sharded over several processes: each
+    step gathers the blocks' parameters from all of them, so they must take the same number of steps, also when
+    their own inputs end sooner. The function returned says whether any process still decodes (one all-reduce of a
+    flag per step); None where the module is not sharded over several processes (nothing to keep in step)."""
+    mesh = getattr(module, "sharding_mesh", None)
+    if not is_sharded(module) or mesh is None or mesh.size() <= 1:
+        return None
+    group = mesh.get_group()
+
+    def any_running(running: bool) -> bool:
+        flag = torch.tensor([1 if running else 0], dtype=torch.int32, device=mesh.device_type)  # "cuda": this rank's
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+        return bool(flag.item())
+
+    return any_running
 
 
 def check_optimizer_for_sharding(optimizer) -> None:

@@ -132,7 +132,9 @@ class CausalLMTask(ZooTask):
         self.test_loss.reset()
 
     def _log_samples(self) -> None:
-        if self.tokenizer is None or self.hparams.num_samples <= 0 or not self.trainer.is_global_zero:
+        """Every rank samples and rank 0 logs: a sharded network (trainer=fsdp) gathers its weights from all ranks at
+        every step. The same prompt, seed and length on every rank make them take the same steps."""
+        if self.tokenizer is None or self.hparams.num_samples <= 0:
             return
         prompt = torch.tensor([self.tokenizer.encode(self.hparams.sample_prompt)], device=self.device)
         prompt = prompt.expand(self.hparams.num_samples, -1)
@@ -144,5 +146,6 @@ class CausalLMTask(ZooTask):
             top_k=self.hparams.sample_top_k,
             generator=generator,
         )
-        texts = [self.tokenizer.decode(row.tolist()) for row in out]
-        log_text(self.loggers, "val/samples", texts, self.global_step)
+        if self.trainer.is_global_zero:
+            texts = [self.tokenizer.decode(row.tolist()) for row in out]
+            log_text(self.loggers, "val/samples", texts, self.global_step)

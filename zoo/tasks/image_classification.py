@@ -213,26 +213,32 @@ class ImageClassificationTask(ZooTask):
         confusion = self.val_confusion.compute()
         for metric in (self.val_loss, self.val_acc, self.val_topk, self.val_confusion):
             metric.reset()
-        if self.hparams.log_images and not self.trainer.sanity_checking and self.trainer.is_global_zero:
+        if self.hparams.log_images and not self.trainer.sanity_checking:
             self._log_pictures(confusion)
         self._rollout_batch = None
 
     def _log_pictures(self, confusion: torch.Tensor) -> None:
+        """The confusion matrix, and the attention rollout of the first val images. Every rank runs the rollout's
+        forwards (on its own first images) and rank 0 draws and logs: a sharded network (trainer=fsdp) gathers its
+        weights from all ranks at every forward."""
         loggers, step = self.loggers, self.global_step
         if not loggers:
             return
-        log_figure(
-            loggers,
-            "val/confusion_matrix",
-            confusion_matrix_figure(confusion, self.hparams.class_names, title=f"val, step {step}"),
-            step,
-        )
+        if self.trainer.is_global_zero:
+            log_figure(
+                loggers,
+                "val/confusion_matrix",
+                confusion_matrix_figure(confusion, self.hparams.class_names, title=f"val, step {step}"),
+                step,
+            )
         if self._rollout_batch is None or not hasattr(self.net, "attention_maps"):
             return
         images, labels = self._rollout_batch
         maps = self.net.attention_maps(images)
         with torch.no_grad():
             predictions = self.net(images).argmax(-1)
+        if not self.trainer.is_global_zero:
+            return
         c = self.net.config
         grid = (images.shape[-2] // c.patch_size, images.shape[-1] // c.patch_size)
         heat = attention_rollout(maps, self.net.num_prefix_tokens, grid, from_class_token=c.pool == "token")

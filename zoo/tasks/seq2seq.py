@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torchmetrics import MeanMetric
 
 from zoo.models import Transformer
+from zoo.strategies.fsdp import lockstep
 
 from .base import ZooTask
 from .text_logging import log_text
@@ -150,10 +151,17 @@ class Seq2SeqTask(ZooTask):
     def translate_ids(self, src: torch.Tensor, src_mask: torch.Tensor, beam_size: int) -> torch.Tensor:
         max_new = min(self.net.config.max_len, src.shape[1] + self.hparams.max_len_b)
         # Decode in full precision even under bf16 training: beam scores sum many log-probabilities, and bf16's
-        # 8-bit mantissa would reorder close hypotheses.
+        # 8-bit mantissa would reorder close hypotheses. Each rank decodes its own batches; a network sharded over the
+        # ranks (trainer=fsdp) gathers its weights from all of them at every step, so they step in lockstep until the
+        # last of them is done (the translations are those decoded alone).
         with torch.autocast(src.device.type, enabled=False):
             return self.net.generate(
-                src, src_mask, max_new_tokens=max_new, beam_size=beam_size, length_penalty=self.hparams.length_penalty
+                src,
+                src_mask,
+                max_new_tokens=max_new,
+                beam_size=beam_size,
+                length_penalty=self.hparams.length_penalty,
+                any_running=lockstep(self.net),
             )
 
     def _translate(self, batch, beam_size: int) -> None:
