@@ -50,3 +50,30 @@ def test_made_once_and_a_make_that_forgets_its_marker_is_named(tmp_path):
     assert not prepare_once(marker, lambda: calls.append(1), what="x") and len(calls) == 1
     with pytest.raises(RuntimeError, match="did not write"):
         prepare_once(tmp_path / "never", lambda: None, what="x")
+
+
+def test_a_second_prepare_into_a_folder_being_written_is_refused_at_once(tmp_path):
+    """Two zoo-prepare runs into one prepare.output_dir (different vocabularies, say) would leave one manifest and
+    stray shards: the second is refused in one line, before it reads or writes anything, while the first holds the
+    folder's lock; once the lock is free, it prepares."""
+    from zoo.data.prepare import LOCK, PrepareOptions, prepare_shards
+
+    text = tmp_path / "t.txt"
+    text.write_text("".join(f"paragraph {i}: some text of mine.\n\n" for i in range(200)))
+    options = PrepareOptions(tokenizer="char", documents="paragraphs", inputs={"train": [str(text)], "val": None})
+    out = tmp_path / "shards"
+    out.mkdir()
+    with open(out / LOCK, "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as the first run does while it prepares (it writes its process id)
+        held.write("4242")
+        held.flush()
+        with pytest.raises(ValueError) as refused:
+            prepare_shards(options, out, log=lambda _: None)
+        assert str(refused.value) == (
+            f"{out} is being written by another zoo-prepare (process 4242 holds {LOCK} there); wait for it to "
+            "finish, or give this one another prepare.output_dir"
+        )
+        assert sorted(p.name for p in out.iterdir()) == [LOCK]  # nothing read, nothing written
+        fcntl.flock(held, fcntl.LOCK_UN)
+    manifest = prepare_shards(options, out, log=lambda _: None)
+    assert manifest["tokens"]["train"] > 0 and (out / "manifest.json").is_file()

@@ -75,6 +75,21 @@ def test_the_data_module_gives_windows_of_the_stream(shards):
     assert dm.tokenizer.decode(x[0].tolist())  # characters of the text
 
 
+def test_a_split_too_short_for_the_windows_is_named(shards):
+    manifest = read_manifest(shards)
+    val, train = manifest["tokens"]["val"], manifest["tokens"]["train"]
+    dm = TokenShardsDataModule(str(shards), block_size=val, batch_size=4)
+    assert len(dm.train_dataset()) == train - val - 1
+    with pytest.raises(ValueError) as refused:
+        dm.eval_dataset("val")
+    assert str(refused.value) == (
+        f"the val split has {val} tokens, too few for windows of block_size={val} (at least {val + 2} needed); give "
+        "more text (a larger data.val_fraction, or data.val_files) or a smaller data.block_size"
+    )
+    with pytest.raises(ValueError, match=f"^the train split has {train} tokens, too few for windows of block_size="):
+        TokenShardsDataModule(str(shards), block_size=train, batch_size=4).train_dataset()
+
+
 def test_missing_and_damaged_shards_are_named(shards, tmp_path):
     with pytest.raises(FileNotFoundError, match="no manifest.json in .*make the shards with zoo-prepare"):
         read_manifest(tmp_path)

@@ -1,43 +1,56 @@
 """Token shards made once, outside training: documents streamed from disk, encoded in parallel batches, written
 as flat token files plus a manifest (`zoo-prepare`, zoo/entry/prepare.py).
 
-Memory stays bounded whatever the corpus size: documents are read one at a time, encoded `batch_bytes` of text at
-a time (`tokenizers` spreads a batch over every core), and tokens are held until a shard of `shard_tokens` is
-written. Every document is followed by the tokenizer's end-of-text token (character vocabularies have none: a
-newline, as the corpus reader joined files before). A document goes to the validation split by a draw keyed on
-(seed, its number) alone, so the split does not depend on batch sizes or on an interruption; with `val_files` the
-validation split is those files instead.
+Memory stays bounded whatever the corpus size and whatever its documents' sizes: documents are read a piece at a
+time (a document longer than `piece_chars` characters in several pieces, cut where the tokens do not change:
+zoo/data/documents.py), encoded `batch_bytes` of text at a time (`tokenizers` spreads a batch over every core), and
+tokens are held until a shard of `shard_tokens` is written. Every document is followed by the tokenizer's
+end-of-text token (character vocabularies have none: a newline, as the corpus reader joined files before). A
+document goes to the validation split by a draw keyed on (seed, its number) alone, so the split does not depend on
+batch or piece sizes or on an interruption; with `val_files` the validation split is those files instead.
 
-Shards end on document boundaries, and the train and validation shards are written together, so the progress
-file (`progress.json`, replaced atomically after each pair) names one document count from which an interrupted run
-resumes and makes byte for byte the files an uninterrupted one makes. `manifest.json`, written last, marks the
-output complete: token counts, sha256 of every shard, the tokenizer, the options and inputs that made them.
+Shards end between two pieces (between documents, unless a document is longer than a piece), and the train and
+validation shards are written together, so the progress file (`progress.json`, replaced atomically after each
+pair) names one piece count from which an interrupted run resumes and makes byte for byte the files an
+uninterrupted one makes. The progress file records every input's size and modification time: a run started again
+over changed input is refused, since it would mix shards of two versions. `manifest.json`, written last, marks the
+output complete: token counts, sha256 of every shard, the tokenizer, the options and inputs that made them. One
+process at a time writes into an output folder: a second is refused (a lock on `.prepare.lock` there).
+
+Before the tokenizer is trained or anything encoded, the split is checked: a split that would be empty stops the
+run at once, in one line, and an error in the input leaves nothing behind that would stop the corrected run.
 
 `split="position"` is the other way to split, the one the small named datasets have always trained on
 (LanguageModelDataModule, nanoGPT's shakespeare_char): every input file read as plain text, the files joined by a
 newline, and the last `val_fraction` of that text, counted in characters, is validation; no end-of-text token is
-added anywhere. See `_position_pieces` for what it streams and what it cannot.
+added anywhere. See `_position_units` for how it streams. `split="auto"` (zoo-prepare's default) is "position"
+where every input is a plain text file read whole (prepare.documents=file), as `train.py data=text_files` splits
+them, and "documents" otherwise.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from .atomic import atomic_write
-from .documents import read_documents
-from .text import read_text_file
+from .documents import PIECE_CHARS, Pieces, read_document_pieces, read_text_pieces
+from .prepare_lock import refuse_if_locked
 from .tokenizer import EOS, BPETokenizer, CharTokenizer, load_tokenizer
 
 FORMAT = "zoo-token-shards/1"
 SPLITS = ("train", "val")
 SPLIT_MODES = ("documents", "position")
+STRUCTURED = (".jsonl", ".json", ".parquet")  # inputs of documents by row, never read as plain text by "auto"
+LOCK = ".prepare.lock"
+SHARD_NAME = re.compile(r"(train|val)_\d{5}\.bin")
 
 
 @dataclass(frozen=True)
@@ -48,7 +61,8 @@ class PrepareOptions:
     bpe_vocab_size: int = 4096
     val_fraction: float = 0.1  # of documents (split="documents") or of the text (split="position"), without val_files
     # "documents": each document drawn to a split by (seed, its number), an end-of-text token after each;
-    # "position": the files' text joined as LanguageModelDataModule always joined it, its last val_fraction is val.
+    # "position": the files' text joined as LanguageModelDataModule always joined it, its last val_fraction is val;
+    # "auto": position for plain text files read whole, documents otherwise (decided before anything is recorded).
     split: str = "documents"
     seed: int = 0
     documents: str = "file"  # text files: one document per file | paragraphs | lines
@@ -58,102 +72,194 @@ class PrepareOptions:
     inputs: dict = field(default_factory=dict)  # {"train": [paths], "val": [paths] or None}
 
 
+def resolve_split(options: PrepareOptions) -> PrepareOptions:
+    """`options` with split="auto" decided: "position" where every input is a plain text file read whole, as
+    `train.py data=text_files` splits them (a single large text file then gets both splits), else "documents"."""
+    if options.split != "auto":
+        return options
+    plain = all(Path(p).suffix.lower() not in STRUCTURED for p in _all_inputs(options))
+    return replace(options, split="position" if plain and options.documents == "file" else "documents")
+
+
 def _is_val(seed: int, number: int, fraction: float) -> bool:
     """A counter-based draw: uniform in [0, 1) from (seed, document number) alone."""
     digest = hashlib.blake2b(f"{seed}:{number}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") / 2**64 < fraction
 
 
-def _numbered_documents(options: PrepareOptions) -> Iterator[tuple[int, str, str]]:
-    """(number, split, text) of every document (split="documents"), in order."""
+# A unit of the input: (split, text, ends a document). The units of a run are numbered in order; a progress file
+# records how many were written, and a resumed run skips that many.
+Unit = tuple[str, str, bool]
+
+
+def _document_units(options: PrepareOptions, piece_chars: int, keys: tuple[str, str]) -> Iterator[Unit]:
+    """The pieces of every document (split="documents"), in order, each with its document's split."""
     train = [Path(p) for p in options.inputs["train"]]
     val = options.inputs.get("val")
-    read = dict(text_unit=options.documents, text_field=options.text_field)
-    number = 0
-    for text in read_documents(train, **read):
-        split = "val" if val is None and _is_val(options.seed, number, options.val_fraction) else "train"
-        yield number, split, text
-        number += 1
-    for text in read_documents([Path(p) for p in val or []], **read):
-        yield number, "val", text
-        number += 1
+    read = dict(text_unit=options.documents, text_field=options.text_field, piece_chars=piece_chars)
+    number, starts = 0, True  # the document's number; whether the next piece begins it
+    split = "train"
+    for piece, last in read_document_pieces(train, key=keys[0], **read):
+        if starts:
+            split = "val" if val is None and _is_val(options.seed, number, options.val_fraction) else "train"
+        yield split, piece, last
+        number, starts = number + last, last
+    for piece, last in read_document_pieces([Path(p) for p in val or []], key=keys[1], **read):
+        yield "val", piece, last
 
 
-def _text_files(options: PrepareOptions, keys: tuple[str, str]) -> Iterator[tuple[str, str]]:
-    """(split, text) of every input file, read whole as plain text, in order: the files of each split joined by a
-    newline (a newline begins every file but the first of its split), as LanguageModelDataModule joined them."""
-    for split, key in zip(SPLITS, keys):
-        for index, path in enumerate(options.inputs.get(split) or []):
-            text = read_text_file(Path(path), key)
-            yield split, text if index == 0 else "\n" + text
+def _joined(paths: list[str], key: str, piece_chars: int) -> Iterator[tuple[str, bool]]:
+    """(chunk, ends_file) of the text of `paths` read as plain text and joined by a newline, as
+    LanguageModelDataModule joined them, in chunks of at most `piece_chars` characters."""
+    for index, path in enumerate(paths):
+        if index:
+            yield "\n", False
+        chunks = read_text_pieces(Path(path), key, piece_chars)
+        chunk = next(chunks)  # a file has text (read_text_pieces refuses an empty one)
+        for after in chunks:
+            yield chunk, False
+            chunk = after
+        yield chunk, True
 
 
-def _position_pieces(
-    options: PrepareOptions, *, whole: bool, keys: tuple[str, str] = ("data.text_files", "data.val_files")
-) -> Iterator[tuple[int, str, str]]:
-    """(number, split, text) of the pieces of the joined text (split="position"), in order.
-
-    Without val files the cut is at int(characters x (1 - val_fraction)) of the joined training text, so its total
-    length must be known before the first piece: a first pass reads every file once to count its characters (one
-    file in memory at a time). Then each file is one piece, or two where the cut falls inside it. That streaming
-    holds for a character vocabulary only, whose ids of a text are the ids of its pieces put together; any other
-    tokenizer (a BPE, a published one) may merge across a piece's edge, so with `whole` the pieces of a split are
-    joined into one text and encoded at once, as LanguageModelDataModule encoded each split: the same ids, and the
-    split's text in memory."""
-    cut = None
-    if options.inputs.get("val") is None:
-        total = sum(len(text) for _, text in _text_files(options, keys))
-        cut = int(total * (1 - options.val_fraction))  # LanguageModelDataModule's expression: the same position
-
-    def pieces() -> Iterator[tuple[str, str]]:
-        start = 0  # where the file begins in the joined training text
-        for split, text in _text_files(options, keys):
-            if cut is None:
-                yield split, text
-                continue
-            inside = min(max(cut - start, 0), len(text))  # how much of this file lies before the cut
-            start += len(text)
-            if inside:
-                yield "train", text[:inside]
-            if inside < len(text):
-                yield "val", text[inside:]
-
-    if whole:
-        texts: dict[str, list[str]] = {split: [] for split in SPLITS}
-        for split, text in pieces():
-            texts[split].append(text)
-        numbered = [(split, "".join(texts[split])) for split in SPLITS]
-    else:
-        numbered = pieces()
-    for number, (split, text) in enumerate(numbered):
-        yield number, split, text
+def _position_cut(options: PrepareOptions, keys: tuple[str, str], piece_chars: int) -> int | None:
+    """Where validation begins in the joined training text (split="position", no val files; None with them),
+    found by reading every file once to count its characters (a chunk at a time). Also checks every file (found,
+    not empty, UTF-8) and that neither split is empty, before the tokenizer is trained or anything encoded."""
+    total = sum(len(chunk) for chunk, _ in _joined(options.inputs["train"], keys[0], piece_chars))
+    if options.inputs.get("val") is not None:
+        for _ in _joined(options.inputs["val"], keys[1], piece_chars):
+            pass
+        return None
+    cut = int(total * (1 - options.val_fraction))  # LanguageModelDataModule's expression: the same position
+    if cut == 0 or cut == total:
+        raise ValueError(
+            f"the {'train' if cut == 0 else 'val'} split of {', '.join(options.inputs['train'])} has no tokens; give "
+            f"more text (or a larger data.val_fraction, or data.val_files): of its {total:,} character"
+            f"{'s' * (total != 1)}, the last data.val_fraction={options.val_fraction} are validation"
+        )
+    return cut
 
 
-def build_tokenizer(options: PrepareOptions, *, keys: tuple[str, str] = ("data.text_files", "data.val_files")):
-    """The tokenizer the shards are encoded with: loaded, or trained on a streamed pass over the input."""
+def _position_units(
+    options: PrepareOptions, keys: tuple[str, str], piece_chars: int, cut: int | None, file_edges: bool
+) -> Iterator[Unit]:
+    """The pieces of the joined text (split="position"), in order: each split's text, cut into pieces of at most
+    `piece_chars` characters where its tokens do not change (zoo/data/documents.py), so that encoding them one by
+    one gives the ids of encoding the split whole, as LanguageModelDataModule encoded it, for a character
+    vocabulary, a byte-level BPE (trained here or GPT-2's) and a WordPiece. `file_edges` (a character vocabulary,
+    whose text may be cut anywhere): a piece also ends where a file does, so that shards can end between files.
+    Each split's text ends one "document" (nothing is added after it: the split has no separator)."""
+    pieces = Pieces(piece_chars)
+
+    def chunks(split: str, chunk: str, ends_file: bool) -> Iterator[Unit]:
+        yield from ((split, piece, False) for piece in pieces.add(chunk))
+        if ends_file and file_edges and pieces.size:
+            yield split, pieces.end(), False
+
+    if cut is None:  # val files: each split is its own files
+        for split, paths, key in (("train", options.inputs["train"], keys[0]), ("val", options.inputs["val"], keys[1])):
+            for chunk, ends_file in _joined(paths, key, piece_chars):
+                yield from chunks(split, chunk, ends_file)
+            yield split, pieces.end(), True
+        return
+    split, position = "train", 0  # position: where the chunk begins in the joined training text
+    for chunk, ends_file in _joined(options.inputs["train"], keys[0], piece_chars):
+        if split == "train" and position + len(chunk) > cut:  # the training text ends in this chunk
+            inside = cut - position
+            yield from (("train", piece, False) for piece in pieces.add(chunk[:inside]))
+            yield "train", pieces.end(), True
+            split, chunk = "val", chunk[inside:]
+        position += len(chunk)
+        yield from chunks(split, chunk, ends_file)
+    yield "val", pieces.end(), True
+
+
+def _units(
+    options: PrepareOptions, keys: tuple[str, str], piece_chars: int, cut: int | None, tokenizer=None
+) -> Iterator[Unit]:
+    """Every unit of the input, in order. `tokenizer` (None while it is being trained): a character vocabulary
+    lets the position split end a piece at every file's end."""
+    if options.split == "position":
+        return _position_units(options, keys, piece_chars, cut, file_edges=isinstance(tokenizer, CharTokenizer))
+    return _document_units(options, piece_chars, keys)
+
+
+def _check_documents_split(options: PrepareOptions, keys: tuple[str, str], piece_chars: int) -> None:
+    """Refuse, before anything is trained or encoded, inputs that leave a split of documents empty. Reading stops
+    as soon as both splits have a document (the first few documents, unless there are hardly any)."""
+    read = dict(text_unit=options.documents, text_field=options.text_field, piece_chars=piece_chars)
+    val = options.inputs.get("val")
+    if val is not None:
+        for split, paths, key in (("train", options.inputs["train"], keys[0]), ("val", val, keys[1])):
+            if next(read_document_pieces([Path(p) for p in paths], key=key, **read), None) is None:
+                raise ValueError(
+                    f"the {split} split has no documents: {', '.join(paths)} hold only empty text; give files with "
+                    "text in them"
+                )
+        return
+    seen, count = set(), 0
+    for _, last in read_document_pieces([Path(p) for p in options.inputs["train"]], key=keys[0], **read):
+        if last:
+            seen.add("val" if _is_val(options.seed, count, options.val_fraction) else "train")
+            count += 1
+            if len(seen) == 2:
+                return
+    empty = "train" if "val" in seen else "val"
+    unit = {"file": "text file", "paragraphs": "paragraph of a text file", "lines": "line of a text file"}
+    raise ValueError(
+        f"the {empty} split has no documents ({count:,} in all, each {unit[options.documents]} or row of JSON "
+        f"lines or Parquet drawn whole to one split with data.val_fraction={options.val_fraction}); give more "
+        "documents, a larger data.val_fraction, or data.val_files (prepare.split=position cuts text files by "
+        "position, as train.py does; prepare.documents=paragraphs or lines splits them into more documents)"
+    )
+
+
+def _check_splits(options: PrepareOptions, keys: tuple[str, str], piece_chars: int) -> int | None:
+    """Check that both splits will have text (see the two checks); the position split's cut, or None."""
+    if options.split == "position":
+        return _position_cut(options, keys, piece_chars)
+    _check_documents_split(options, keys, piece_chars)
+    return None
+
+
+def build_tokenizer(
+    options: PrepareOptions,
+    *,
+    keys: tuple[str, str] = ("data.text_files", "data.val_files"),
+    piece_chars: int = PIECE_CHARS,
+    cut: int | None = None,
+):
+    """The tokenizer the shards are encoded with: loaded, or trained on a streamed pass over the input. `cut`: the
+    position split's (`_position_cut`)."""
     if options.tokenizer not in ("char", "bpe"):
         return load_tokenizer(options.tokenizer)  # a published tokenizer, or the one a zoo checkpoint stores
     position = options.split == "position"
+    if position and cut is None and options.inputs.get("val") is None:
+        cut = _position_cut(options, keys, piece_chars)
+    units = _units(options, keys, piece_chars, cut)
     if options.tokenizer == "char":
         # Every character of every split must have an id. Position split: exactly the characters of the text, as
         # CharTokenizer.train(train_text + val_text) had them; documents: a newline too, their separator.
-        if position:
-            texts = (text for _, text in _text_files(options, keys))
-        else:
-            texts = (text for *_, text in _numbered_documents(options))
         chars: set[str] = set()
-        for text in texts:
+        for _, text, _ in units:
             chars.update(text)
         return CharTokenizer("".join(sorted(chars if position else chars | {"\n"})))
     if position:
-        # As LanguageModelDataModule trained it: on the whole training text (no tokenizer_sample_bytes; the text is
-        # held whole to be encoded anyway, see _position_pieces).
-        train_text = next(text for *_, text in _position_pieces(options, whole=True, keys=keys))
-        return BPETokenizer.train(train_text, options.bpe_vocab_size)
+        # As LanguageModelDataModule trained it (BPETokenizer.train): on the lines of the whole training text (no
+        # tokenizer_sample_bytes). The pieces are cut where no pre-token spans the cut, so their lines give the
+        # trainer the words (pre-tokens) of the text's lines, and the same merges.
+        def lines() -> Iterator[str]:
+            for split, text, _ in units:
+                if split != "train":
+                    return  # the training text comes first
+                yield from text.splitlines(keepends=True)
+
+        return BPETokenizer.train_from_documents(lines(), options.bpe_vocab_size)  # batches of 1000, as train
 
     def sample() -> Iterator[str]:
         seen = 0
-        for _, split, text in _numbered_documents(options):
+        for split, text, _ in units:
             if split != "train":
                 continue
             yield text
@@ -205,8 +311,9 @@ class _ShardSet:
         self.buffers[split].append(ids.astype(self.dtype))  # held in the shard's own width until written
         self.counts[split] += len(ids)
 
-    def flush(self, documents_done: int) -> None:
-        """Write the buffered tokens of each split as its next shard, then record the progress."""
+    def flush(self, pieces_done: int) -> None:
+        """Write the buffered tokens of each split as its next shard, then record the progress: the units (pieces)
+        written, and for the log the documents they complete."""
         for split in SPLITS:
             if not self.counts[split]:
                 continue
@@ -216,7 +323,8 @@ class _ShardSet:
             atomic_write(self.directory / name, data)
             shards.append({"file": name, "tokens": self.counts[split], "sha256": hashlib.sha256(data).hexdigest()})
             self.buffers[split], self.counts[split] = [], 0
-        self.progress["documents_done"] = documents_done
+        self.progress["pieces_done"] = pieces_done
+        self.progress["documents_done"] = sum(self.progress["documents"].values())
         atomic_write(self.directory / "progress.json", json.dumps(self.progress, indent=1))
 
 
@@ -225,17 +333,32 @@ def prepare_shards(
     output_dir: Path,
     *,
     batch_bytes: int = 8_000_000,
+    piece_chars: int = PIECE_CHARS,
     log=print,
     tokenizer=None,
     input_keys: tuple[str, str] = ("data.text_files", "data.val_files"),
 ) -> dict:
     """Make (or finish, or find made) the shards of `options` in `output_dir`; returns the manifest.
 
-    `tokenizer`: the tokenizer `options.tokenizer` names, already loaded (LanguageModelDataModule reads a given one
-    once, for its cache key), instead of loading it again. `input_keys`: what the train and val inputs are called
-    in the errors that name an empty or non-UTF-8 file (split="position" reads them as plain text)."""
+    `piece_chars`: the longest text encoded in one piece (a longer document is cut into pieces; a resumed run keeps
+    the one it began with). `tokenizer`: the tokenizer `options.tokenizer` names, already loaded
+    (LanguageModelDataModule reads a given one once, for its cache key), instead of loading it again. `input_keys`:
+    what the train and val inputs are called in the errors that name a missing, empty or non-UTF-8 file."""
     check_options(options)
+    options = resolve_split(options)
     output_dir.mkdir(parents=True, exist_ok=True)
+
+    def refusal(holder: str) -> str:
+        return (
+            f"{output_dir.resolve()} is being written by another zoo-prepare ({holder} holds {LOCK} there); wait "
+            "for it to finish, or give this one another prepare.output_dir"
+        )
+
+    with refuse_if_locked(output_dir / LOCK, refusal):
+        return _prepare_locked(options, output_dir, batch_bytes, piece_chars, log, tokenizer, input_keys)
+
+
+def _prepare_locked(options, output_dir: Path, batch_bytes, piece_chars, log, tokenizer, input_keys) -> dict:
     recorded = asdict(options)
     manifest_path, progress_path = output_dir / "manifest.json", output_dir / "progress.json"
     for path in (manifest_path, progress_path):
@@ -248,77 +371,46 @@ def prepare_shards(
         log(f"already prepared: {manifest_path}")
         return json.loads(manifest_path.read_text())
     started = time.perf_counter()
-    if progress_path.is_file():
-        progress = json.loads(progress_path.read_text())
+    inputs = _input_stats(options, input_keys)
+    progress = json.loads(progress_path.read_text()) if progress_path.is_file() else None
+    if progress is not None and "pieces_done" not in progress:
+        log(f"{progress_path} was left by an earlier zoo-prepare that did not record its inputs: starting again")
+        _remove_partial(output_dir)
+        progress = None
+    if progress is not None:
+        _check_unchanged(progress["inputs"], inputs, output_dir)
+        piece_chars = progress["piece_chars"]  # the pieces are counted as they were cut: the same size
+    cut = _check_splits(options, input_keys, piece_chars)  # before a tokenizer is trained or a token encoded
+    if progress is not None:
         tokenizer = _tokenizer_from(progress["tokenizer"])
         log(f"resuming after document {progress['documents_done']:,} ({progress_path})")
     else:
-        tokenizer = tokenizer if tokenizer is not None else build_tokenizer(options, keys=input_keys)
+        if tokenizer is None:
+            tokenizer = build_tokenizer(options, keys=input_keys, piece_chars=piece_chars, cut=cut)
         progress = {
             "options": recorded,
             "tokenizer": tokenizer.to_json(),
+            "inputs": inputs,
+            "piece_chars": piece_chars,
+            "pieces_done": 0,
             "documents_done": 0,
             "documents": dict.fromkeys(SPLITS, 0),
             "shards": {s: [] for s in SPLITS},
         }
-    dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32)
-    position = options.split == "position"
-    # The position split adds nothing between files: the text is one stream, as the named datasets always had it.
-    separator = np.zeros(0, dtype=np.int64) if position else np.asarray([separator_id(tokenizer)], dtype=np.int64)
-    shards = _ShardSet(output_dir, dtype, progress)
-    done = progress["documents_done"]
-    batch: list[tuple[int, str, str]] = []
-
-    def encode_pending() -> None:
-        nonlocal batch
-        for (number, split, _), ids in zip(batch, encode_batch(tokenizer, [text for _, _, text in batch])):
-            shards.add(split, ids)
-            shards.add(split, separator)
-            progress["documents"][split] += 1
-            if shards.counts["train"] >= options.shard_tokens:
-                shards.flush(number + 1)
-        batch = []
-
-    pending_bytes = 0
-    if position:
-        pieces = _position_pieces(options, whole=not isinstance(tokenizer, CharTokenizer), keys=input_keys)
-    else:
-        pieces = _numbered_documents(options)
-    for number, split, text in pieces:
-        if number < done:
-            continue  # made before the interruption
-        batch.append((number, split, text))
-        pending_bytes += len(text)
-        if pending_bytes >= batch_bytes:
-            encode_pending()
-            pending_bytes = 0
-    encode_pending()
-    total = sum(progress["documents"].values())
-    shards.flush(total)
-    manifest = {
-        "format": FORMAT,
-        "dtype": dtype.name,
-        "separator_id": int(separator[0]) if len(separator) else None,
-        **progress,
-        "inputs": [{"path": str(Path(p).resolve()), "bytes": Path(p).stat().st_size} for p in _all_inputs(options)],
-        "tokens": {s: sum(x["tokens"] for x in progress["shards"][s]) for s in SPLITS},
-        "seconds": round(time.perf_counter() - started, 3),
-    }
-    del manifest["documents_done"]
-    if not manifest["tokens"]["train"] or not manifest["tokens"]["val"]:
-        empty = "train" if not manifest["tokens"]["train"] else "val"
-        if position:
-            raise ValueError(
-                f"the {empty} split of {', '.join(options.inputs['train'])} has no tokens; give more text (or a "
-                "larger data.val_fraction, or data.val_files)"
-            )
-        raise ValueError(
-            f"the {empty} split has no documents; give more documents, a larger data.val_fraction, or "
-            "data.val_files (prepare.documents=paragraphs or lines splits text files into more documents)"
-        )
+    try:
+        manifest = _encode(options, output_dir, progress, tokenizer, cut, batch_bytes, input_keys)
+        manifest["seconds"] = round(time.perf_counter() - started, 3)
+    except ValueError:
+        # Bad input found while encoding (a file not UTF-8, a row without text, a split without tokens): what was
+        # written cannot be resumed once the input is corrected (it changes), so nothing is left to refuse that run.
+        _remove_partial(output_dir)
+        raise
     atomic_write(manifest_path, json.dumps(manifest, indent=1))  # last: marks the output complete
-    progress_path.unlink()
-    source = f" of {len(_all_inputs(options)):,} files split by position" if position else f" from {total:,} documents"
+    progress_path.unlink(missing_ok=True)
+    position = options.split == "position"
+    total = sum(manifest["documents"].values())
+    files = len(_all_inputs(options))
+    source = f" of {files:,} file{'s' * (files != 1)} split by position" if position else f" from {total:,} documents"
     log(
         f"prepared {manifest['tokens']['train']:,} train / {manifest['tokens']['val']:,} val tokens{source} in "
         f"{manifest['seconds']:.1f} s: {manifest_path}"
@@ -326,9 +418,94 @@ def prepare_shards(
     return manifest
 
 
+def _encode(options, output_dir: Path, progress: dict, tokenizer, cut, batch_bytes: int, keys) -> dict:
+    """Encode the units not written yet into shards; the manifest of the whole (not yet written)."""
+    dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32)
+    position = options.split == "position"
+    # The position split adds nothing between files: the text is one stream, as the named datasets always had it.
+    separator = np.zeros(0, dtype=np.int64) if position else np.asarray([separator_id(tokenizer)], dtype=np.int64)
+    shards = _ShardSet(output_dir, dtype, progress)
+    done = progress["pieces_done"]
+    batch: list[tuple[int, str, str, bool]] = []
+
+    def encode_pending() -> None:
+        nonlocal batch
+        for (number, split, _, last), ids in zip(batch, encode_batch(tokenizer, [text for _, _, text, _ in batch])):
+            shards.add(split, ids)
+            if last:
+                shards.add(split, separator)
+                progress["documents"][split] += 1
+            if shards.counts["train"] >= options.shard_tokens:
+                shards.flush(number + 1)
+        batch = []
+
+    pending_bytes = 0
+    number = -1
+    for number, (split, text, last) in enumerate(_units(options, keys, progress["piece_chars"], cut, tokenizer)):
+        if number < done:
+            continue  # made before the interruption
+        batch.append((number, split, text, last))
+        pending_bytes += len(text)
+        if pending_bytes >= batch_bytes:
+            encode_pending()
+            pending_bytes = 0
+    encode_pending()
+    shards.flush(number + 1)
+    manifest = {
+        "format": FORMAT,
+        "dtype": dtype.name,
+        "separator_id": int(separator[0]) if len(separator) else None,
+        **progress,
+        "tokens": {s: sum(x["tokens"] for x in progress["shards"][s]) for s in SPLITS},
+    }
+    del manifest["documents_done"], manifest["pieces_done"]
+    if not manifest["tokens"]["train"] or not manifest["tokens"]["val"]:
+        # Checked before encoding (_check_splits); what is left: a tokenizer that gives no ids for the text.
+        empty = "train" if not manifest["tokens"]["train"] else "val"
+        raise ValueError(
+            f"the {empty} split of {', '.join(_all_inputs(options))} has no tokens: the tokenizer gives no ids "
+            "for its text; give more text, or another data.tokenizer"
+        )
+    return manifest
+
+
+def _input_stats(options: PrepareOptions, keys: tuple[str, str]) -> list[dict]:
+    """Every input's path, size and modification time: what a resumed run checks it reads the same files by."""
+    stats = []
+    for split, key in zip(SPLITS, keys):
+        for path in options.inputs.get(split) or []:
+            path = Path(path)
+            if not path.is_file():
+                raise FileNotFoundError(f"input file not found: {path.resolve()}; check {key}")
+            stat = path.stat()
+            stats.append({"path": str(path.resolve()), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+    return stats
+
+
+def _check_unchanged(recorded: list[dict], now: list[dict], output_dir: Path) -> None:
+    """Refuse to resume over input that changed since the interrupted run began: its shards and the rest would
+    come from two versions of it."""
+    for before, after in zip(recorded, now):
+        if before != after:
+            raise ValueError(
+                f"{after['path']} changed since the interrupted prepare in {output_dir} began (its size or "
+                "modification time is not the one progress.json records), so its shards would mix two versions: "
+                f"delete {output_dir / 'progress.json'} (or the whole folder) to prepare again"
+            )
+
+
+def _remove_partial(output_dir: Path) -> None:
+    """Delete the progress file and the shards of an unfinished output (and the temporary files of its writes)."""
+    if (output_dir / "manifest.json").exists():
+        return
+    for path in output_dir.iterdir():
+        if path.name == "progress.json" or SHARD_NAME.fullmatch(path.name) or path.name.endswith(".tmp"):
+            path.unlink(missing_ok=True)
+
+
 def check_options(options: PrepareOptions) -> None:
-    if options.split not in SPLIT_MODES:
-        raise ValueError(f"prepare.split must be one of {', '.join(SPLIT_MODES)}, got {options.split!r}")
+    if options.split not in (*SPLIT_MODES, "auto"):
+        raise ValueError(f"prepare.split must be one of {', '.join(SPLIT_MODES)}, auto, got {options.split!r}")
     if options.split == "position" and options.documents != "file":
         raise ValueError(
             f"prepare.documents={options.documents} does not go with prepare.split=position, which reads every file "

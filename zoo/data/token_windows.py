@@ -27,9 +27,9 @@ class TokenWindowsDataModule(ZooDataModule):
         return {"vocab_size": self.vocab_size}
 
     def train_dataset(self) -> RandomWindows:
-        return RandomWindows(self.tokens("train"), self.hparams.block_size)
+        return RandomWindows(self.tokens("train"), self.hparams.block_size, split="train")
 
     def eval_dataset(self, split: str) -> DisjointWindows:
         # Validation's windows come in a fixed shuffled order, so that limit_val_batches scores a spread-out sample.
         seed = self.hparams.val_seed if split == "val" else None
-        return DisjointWindows(self.tokens("val"), self.hparams.block_size, seed=seed)
+        return DisjointWindows(self.tokens("val"), self.hparams.block_size, seed=seed, split="val")

@@ -10,11 +10,13 @@ from torch.utils.data import Dataset
 class RandomWindows(Dataset):
     """Every start offset is a sample; the loader's shuffling makes the windows random (nanoGPT's get_batch)."""
 
-    def __init__(self, tokens: np.ndarray, block_size: int) -> None:
+    def __init__(self, tokens: np.ndarray, block_size: int, *, split: str | None = None) -> None:
         if len(tokens) <= block_size + 1:
+            # `split` names which one ("train", "val"): the message a user sees should say which text is too short.
+            more = "more text (a larger data.val_fraction, or data.val_files)" if split == "val" else "more text"
             raise ValueError(
-                f"the split has {len(tokens)} tokens, too few for windows of block_size={block_size}; "
-                "use more text or a smaller block_size"
+                f"{f'the {split} split' if split else 'the text'} has {len(tokens)} tokens, too few for windows of "
+                f"block_size={block_size} (at least {block_size + 2} needed); give {more} or a smaller data.block_size"
             )
         self.tokens, self.block_size = tokens, block_size
 
@@ -30,8 +32,8 @@ class DisjointWindows(RandomWindows):
     """Non-overlapping windows for evaluation. With `seed`, they come in a fixed shuffled order, so that a
     limited number of validation batches is a spread-out sample of the split, the same one at every check."""
 
-    def __init__(self, tokens: np.ndarray, block_size: int, seed: int | None = None) -> None:
-        super().__init__(tokens, block_size)
+    def __init__(self, tokens: np.ndarray, block_size: int, seed: int | None = None, *, split: str | None = None):
+        super().__init__(tokens, block_size, split=split)
         count = (len(tokens) - 1) // block_size
         order = np.arange(count)
         if seed is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.data.documents import PIECE_CHARS
 from zoo.data.prepare import PrepareOptions, prepare_shards
 from zoo.data.sources import resolve_dataset
 
@@ -35,7 +36,7 @@ def options_from_config(cfg: DictConfig) -> PrepareOptions:
         bpe_vocab_size=int(data.get("bpe_vocab_size", 4096)),
         val_fraction=float(data.get("val_fraction", 0.1)),
         seed=int(prep.split_seed),
-        split=str(prep.get("split", "documents")),
+        split=str(prep.get("split", "auto")),
         documents=str(prep.documents),
         text_field=str(prep.text_field),
         shard_tokens=int(prep.shard_tokens),
@@ -45,8 +46,13 @@ def options_from_config(cfg: DictConfig) -> PrepareOptions:
 
 
 def prepare(cfg: DictConfig) -> dict:
-    for key in ("shard_tokens", "batch_bytes", "tokenizer_sample_bytes"):
-        value = cfg.prepare[key]
+    for key in ("shard_tokens", "batch_bytes", "piece_chars", "tokenizer_sample_bytes"):
+        value = cfg.prepare.get(key, PIECE_CHARS if key == "piece_chars" else None)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"prepare.{key} must be a positive integer, got {value!r}")
-    return prepare_shards(options_from_config(cfg), Path(cfg.prepare.output_dir), batch_bytes=cfg.prepare.batch_bytes)
+    return prepare_shards(
+        options_from_config(cfg),
+        Path(cfg.prepare.output_dir),
+        batch_bytes=cfg.prepare.batch_bytes,
+        piece_chars=cfg.prepare.get("piece_chars", PIECE_CHARS),
+    )
