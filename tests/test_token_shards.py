@@ -132,3 +132,11 @@ def test_a_run_on_shards_resumes_exactly(shards, tmp_path):
     assert sorted(whole) == list(range(6))
     assert [whole[s] for s in range(3)] == [first[s] for s in range(3)]
     assert [whole[s] for s in range(3, 6)] == pytest.approx([rest[s] for s in range(3, 6)], rel=1e-6)
+
+
+def test_tag_windows_name_the_split_that_is_too_short():
+    from zoo.data.char_tagging import TagWindows
+
+    short = np.zeros(8, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"^the val split has 8 characters, too few for windows of block_size=16 "):
+        TagWindows(short, short, short, 16, starts=[0], split="val")

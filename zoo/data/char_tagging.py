@@ -20,11 +20,13 @@ class TagWindows(Dataset):
     """Windows of `block_size` characters with their tags: every start offset (training), or the given `starts`
     (evaluation). A tag decided by a character beyond the window's end is IGNORE (zoo.data.char_tags)."""
 
-    def __init__(self, tokens, tags: np.ndarray, reach: np.ndarray, block_size: int, starts=None) -> None:
+    def __init__(
+        self, tokens, tags: np.ndarray, reach: np.ndarray, block_size: int, starts=None, *, split: str = "train"
+    ) -> None:
         if len(tokens) <= block_size:
             raise ValueError(
-                f"the split has {len(tokens)} characters, too few for windows of block_size={block_size}; "
-                "use more text or a smaller block_size"
+                f"the {split} split has {len(tokens)} characters, too few for windows of block_size={block_size} "
+                f"(at least {block_size + 1} needed); use more text or a smaller data.block_size"
             )
         self.tokens, self.tags, self.reach, self.block_size = tokens, tags, reach, block_size
         self.starts = np.arange(len(tokens) - block_size) if starts is None else np.asarray(starts)
@@ -106,7 +108,7 @@ class CharTaggingDataModule(LanguageModelDataModule):
         # The language model's disjoint validation windows, in the same spread-out order (limit_val_batches).
         seed = self.hparams.val_seed if split == "val" else None
         starts = DisjointWindows(self.tokens("val"), self.hparams.block_size, seed=seed).starts
-        return TagWindows(self.tokens("val"), *self.tagged("val"), self.hparams.block_size, starts=starts)
+        return TagWindows(self.tokens("val"), *self.tagged("val"), self.hparams.block_size, starts=starts, split="val")
 
 
 __all__ = ["IGNORE", "CharTaggingDataModule", "TagWindows"]
