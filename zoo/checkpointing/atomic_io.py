@@ -21,6 +21,8 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities import rank_zero_info
 
+from zoo.data.atomic import replacing
+
 from .reading import code_refused, names_code
 
 TEMP_MARK = ".tmp-"
@@ -43,18 +45,6 @@ def remove_orphans(directory: str | Path) -> list[Path]:
     return removed
 
 
-def _fsync_directory(directory: Path) -> None:
-    # The rename is durable only once the directory entry is on disk (POSIX; Windows cannot open a directory).
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class AtomicCheckpointIO(TorchCheckpointIO):
     """TorchCheckpointIO whose local saves are atomic on any filesystem layout (remote URLs keep Lightning's way),
     and whose loads never unpickle code (weights_only=True unless a caller asks otherwise)."""
@@ -73,18 +63,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options for a local checkpoint ({path})")
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = temp_path(target)
-        try:
-            with open(temporary, "wb") as file:
-                torch.save(checkpoint, file)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-        _fsync_directory(target.parent)
+        with replacing(target, temp=temp_path(target), durable=True) as temporary:
+            torch.save(checkpoint, temporary)
 
 
 def remove_orphans_of(trainer) -> None:

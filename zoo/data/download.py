@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import os
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from .atomic import replacing
 
 CHUNK = 1 << 16
 
@@ -58,12 +58,9 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
     download leaves nothing behind. Raises DownloadError when the server cannot be reached or answers with an
     error, ValueError when the checksum differs.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
+    with replacing(target) as tmp:
         digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out, _progress() as bar:
+        with open(tmp, "wb") as out, _progress() as bar:
             task = None
             # Only the network side is a DownloadError: a failed write (disk full) stays the OSError it is.
             for size, chunk in _received(url, timeout):
@@ -78,6 +75,3 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
                 f"download of {url} has sha256 {got}, expected {sha256}; not saved (a changed or "
                 "corrupted file upstream, or a proxy page: fetch it by hand and check it)"
             )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -9,11 +9,12 @@ the `dupe_factor` passes made, and every rank and every start reads the same byt
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 from torch.utils.data import Dataset
+
+from .atomic import replacing
 
 
 class PairWriter:
@@ -50,9 +51,8 @@ class PairWriter:
 
 def _save(path: Path, array: np.ndarray) -> None:
     """Into a private file, then renamed: a reader never maps half an array."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
-    np.save(tmp, array)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        np.save(tmp, array)
 
 
 class StoredPairs(Dataset):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import warnings
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .atomic import atomic_write, replacing
 from .base import ZooDataModule
 from .batches import TranslationBatch
 from .prepare_lock import prepare_once
@@ -214,12 +214,9 @@ class TranslationDataModule(ZooDataModule):
             for side, ids in (("src", tokenizer.encode_source_batch(src)), ("tgt", tokenizer.encode_target_batch(tgt))):
                 arrays[f"{side}_ids"] = np.fromiter((i for row in ids for i in row), dtype=np.int32)
                 arrays[f"{side}_lens"] = np.array([len(row) for row in ids], dtype=np.int32)
-            tmp = folder / f".{split}.{os.getpid()}.npz"
-            np.savez(tmp, **arrays)
-            os.replace(tmp, folder / f"{split}.npz")
-        tmp = folder / f".tokenizer.{os.getpid()}.json"
-        tmp.write_text(tokenizer.to_json())
-        os.replace(tmp, folder / "tokenizer.json")  # written last: marks the cache complete
+            with replacing(folder / f"{split}.npz") as tmp:
+                np.savez(tmp, **arrays)
+        atomic_write(folder / "tokenizer.json", tokenizer.to_json())  # written last: marks the cache complete
 
     def _load(self) -> None:
         if self._tokenizer is not None:

@@ -22,7 +22,6 @@ it; `python -m zoo.lab summary [docs/lab.md]` rewrites it alone (and puts the ma
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import shutil
@@ -31,6 +30,8 @@ from datetime import date
 from pathlib import Path
 
 import torch
+
+from zoo.data.atomic import replacing
 
 from . import stats
 from .budgets import run_budget
@@ -194,13 +195,9 @@ def _check_writable(docs: Path, image_dir: Path) -> None:
 def _write_atomically(path: Path, text: str) -> None:
     """A write cut short (disk full) leaves the document as it was."""
     target = path.resolve()
-    tmp = target.with_name(f".{target.name}.publishing")
-    try:
+    with replacing(target) as tmp:
         tmp.write_text(text)
         shutil.copymode(target, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _swap_in(docs: Path, document: str, plots: list[Path], image_dir: Path) -> None:
