@@ -1,11 +1,14 @@
 """Models that no native Hugging Face class computes (a lab switch on) export with their own modelling code:
 transformers loads the directory with trust_remote_code=True and gives zoo's logits and greedy tokens, generation
-past the trained context slides its window as zoo's does, and the code written there imports no zoo."""
+past the trained context slides its window as zoo's does, the exports below set every switch of the core, and the
+code written there is zoo's own source (zoo/core, zoo/models, only the imports made relative) and imports no zoo."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 
@@ -16,6 +19,18 @@ transformers = pytest.importorskip("transformers")
 
 from PIL import Image  # noqa: E402
 
+import zoo.core.switches  # noqa: E402
+from zoo.core import (  # noqa: E402
+    ATTN_SCALES,
+    ATTN_SCORES,
+    FF_INNER_NORMS,
+    NORMS,
+    POSITION_MERGES,
+    POSITIONS,
+    QK_PROJS,
+    Switches,
+    switch_names,
+)
 from zoo.data import CharTokenizer, TranslationTokenizer, WordPieceTokenizer  # noqa: E402
 from zoo.interop import export_hf  # noqa: E402
 from zoo.interop.exportable import check_native  # noqa: E402
@@ -46,7 +61,9 @@ GPT_SWITCHES = {
         tie_weights=False,
         bias=False,
     ),
-    "nonorm_window": dict(norm="none", attn_window=3, positions="none", activation="relu"),
+    "nonorm_window": dict(
+        norm="none", attn_window=3, positions="none", activation="relu", ff_inner_norm="batchnorm_masked"
+    ),
     "no_bias": dict(bias=False),  # no lab switch, but GPT2LMHeadModel always has biases
 }
 
@@ -82,7 +99,8 @@ def test_gpt_with_switches_loads_with_zoo_logits_and_greedy_tokens(name, tmp_pat
     with pytest.raises(ValueError, match="trust_remote_code"):
         check_native(model)  # no native class computes it
     files = export_hf(model, tmp_path, tokenizer_json=tokenizer.to_json())
-    assert {"zoo_gpt.py", "zoo_layers.py", "config.json", "model.safetensors", "tokenizer.json"} <= set(files)
+    code = {"zoo_gpt.py", "zoo_hf.py", "zoo_models_gpt.py", "zoo_core.py", "zoo_core_attention.py"}
+    assert code | {"config.json", "model.safetensors", "tokenizer.json"} <= set(files)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"]["AutoModelForCausalLM"] == "zoo_gpt.ZooGPTForCausalLM"
     hf, info = transformers.AutoModelForCausalLM.from_pretrained(
@@ -90,6 +108,9 @@ def test_gpt_with_switches_loads_with_zoo_logits_and_greedy_tokens(name, tmp_pat
     )
     hf.eval()
     assert not any(info.values()), info  # every weight copied straight across, none left over
+    # zoo's GPT (the export's copy of zoo/models/gpt.py), built from config.json by its own config class.
+    assert type(hf.zoo).__name__ == "GPT" and type(hf.zoo).__module__.endswith(".zoo_models_gpt")
+    assert dataclasses.asdict(hf.zoo.config) == model.config_dict()
 
     ids = torch.tensor(
         [tokenizer.encode("Before we proceed"[:CONTEXT]), tokenizer.encode("All:\nSpeak, speak.")[:CONTEXT]]
@@ -411,25 +432,105 @@ def test_the_fast_recipes_models_export(tmp_path):
     torch.testing.assert_close(hf.eval()(digits.expand(-1, 3, -1, -1)).logits, model(digits), atol=1e-5, rtol=0)
 
 
-# ---- the templates keep up with the core ------------------------------------------------------------------------
-def test_every_config_field_is_computed_by_its_template():
-    """A switch added to the core (or a model's config) must be added to the exported code too: until then this
-    fails, and an export of such a model is refused rather than written silently wrong."""
-    from zoo.interop.remote_code import remote_spec, unknown_fields
+# ---- every switch, zoo's own code -------------------------------------------------------------------------------
+NUMBER = "a number"  # a switch that takes numbers: one of them exercises its code path
+# Each lab switch (the groups of zoo.core.switches, and the models' own) and the values it takes (from the core's
+# own lists).
+SWITCH_VALUES = {
+    "positions": POSITIONS,
+    "position_merge": POSITION_MERGES,
+    "sinusoid_base": (NUMBER,),
+    "attn_scale": (*ATTN_SCALES, NUMBER),
+    "attn_score": ATTN_SCORES,
+    "qk_proj": QK_PROJS,
+    "attn_window": (None, NUMBER),
+    "qk_norm": (False, True),
+    "norm": NORMS,
+    "ff_inner_norm": FF_INNER_NORMS,
+    "residual_attn": (False, True),
+    "residual_ff": (False, True),
+    "causal": (False, True),
+    "encoder_causal": (False, True),  # the Transformer's (zoo/models/transformer.py)
+}
 
-    models = (gpt(), vit(), bert(WordPieceTokenizer.train(BERT_TEXTS, 120)), transformer(translation_tokenizer()))
+
+def switch_values(model) -> set[tuple[str, object]]:
+    """(switch, value) of every lab switch of `model`'s config, a number standing as NUMBER."""
+    values = set()
+    for name in switch_names(type(model.config)):
+        value = getattr(model.config, name)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        values.add((name, NUMBER if number else value))
+    return values
+
+
+def test_the_exports_above_set_every_switch_to_every_value():
+    """Each parametrised export above gives zoo's logits; together they set every switch of the core to each of its
+    values (GPT, which has every group but CausalSwitch, all of them on its own), so every switch exports."""
+    groups = [c for c in vars(zoo.core.switches).values() if isinstance(c, type) and Switches in c.__bases__]
+    defined = {f.name for group in groups for f in dataclasses.fields(group)}  # the core's, and the models' own:
+    defined |= set().union(*(switch_names(model.config_class) for model in (GPT, BERT, ViT, Transformer)))
+    assert set(SWITCH_VALUES) == defined, "a new switch: list its values here and export a model with it above"
+    every = {(name, value) for name, values in SWITCH_VALUES.items() for value in values}
+    on_gpt = set().union(*(switch_values(gpt(**options)) for options in GPT_SWITCHES.values()))
+    assert on_gpt == {(name, value) for name, value in every if name in switch_names(GPT.config_class)}
+    wordpiece, translation = WordPieceTokenizer.train(BERT_TEXTS, 120), translation_tokenizer()
+    models = [vit(**options) for options in VIT_SWITCHES.values()]
+    models += [bert(wordpiece, **options) for options in BERT_SWITCHES.values()]
+    models += [transformer(translation, **options) for options in TRANSFORMER_SWITCHES.values()]
+    assert on_gpt.union(*map(switch_values, models)) == every
+
+
+def zoo_source(name: str) -> str:
+    """The zoo module that an exported file copies: zoo_core_attention.py -> zoo/core/attention.py."""
+    from conftest import ROOT
+
+    package, _, module = name.removesuffix(".py").removeprefix("zoo_").partition("_")
+    return (ROOT / "zoo" / package / f"{module or '__init__'}.py").read_text()
+
+
+def made_relative(source: str, package: str) -> str:
+    """`source` with each import of a zoo module made a relative import of its exported name (flat: zoo.core.x is
+    zoo_core_x), written out here independently of zoo.interop.remote_code."""
+
+    def flat(match: re.Match) -> str:
+        module = match[2].replace("zoo.", "zoo_") if match[2].startswith("zoo.") else f"zoo_{package}_{match[2][1:]}"
+        return f"{match[1]}from .{module} import"
+
+    return re.sub(r"^(\s*)from (zoo\.\w+|\.\w+) import", flat, source, flags=re.M)
+
+
+def test_the_exported_modelling_code_is_zoos_own_source(tmp_path):
+    from conftest import ROOT
+
+    export_hf(gpt(**GPT_SWITCHES["recipe"]), tmp_path / "gpt")
+    # zoo/core/attention.py, byte for byte, but for its imports of the core's other modules.
+    attention = (ROOT / "zoo" / "core" / "attention.py").read_text()
+    assert "from .kv_cache import LayerCache\n" in attention
+    expected = attention.replace("from .kv_cache import", "from .zoo_core_kv_cache import")
+    expected = expected.replace("from .masks import", "from .zoo_core_masks import")
+    expected = expected.replace("from .positions import", "from .zoo_core_positions import")
+    expected = expected.replace("from .window import", "from .zoo_core_window import")
+    assert (tmp_path / "gpt" / "zoo_core_attention.py").read_text() == expected
+    models = (
+        vit(qk_norm=True),
+        bert(WordPieceTokenizer.train(BERT_TEXTS, 120), qk_norm=True),
+        transformer(translation_tokenizer()),
+    )
     for model in models:
-        assert unknown_fields(type(model), remote_spec(model)) == [], type(model).__name__
-
-
-def test_an_option_the_template_lacks_is_refused(tmp_path, monkeypatch):
-    from zoo.interop import remote_code
-
-    real = remote_code.template_fields
-    monkeypatch.setattr(remote_code, "template_fields", lambda name: real(name) - {"qk_norm"})
-    with pytest.raises(ValueError, match="does not compute the GPT option.s. qk_norm.*--format zoo"):
-        export_hf(gpt(qk_norm=True), tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+        export_hf(model, tmp_path / model.model_type)
+    templates = {p.name: p.read_text() for p in (ROOT / "zoo" / "interop" / "remote").glob("*.py")}
+    for directory in tmp_path.iterdir():
+        written = {p.name: p.read_text() for p in directory.glob("*.py")}
+        copies = {name for name in written if name not in templates}
+        assert f"zoo_models_{directory.name}.py" in copies and "zoo_core_block.py" in copies, directory.name
+        others = {f"zoo_models_{m}.py" for m in ("gpt", "bert", "vit", "transformer", "cnn") if m != directory.name}
+        assert not others & copies, directory.name  # only the model's own module goes along
+        for name in copies:
+            package = name.removesuffix(".py").removeprefix("zoo_").partition("_")[0]
+            assert written[name] == made_relative(zoo_source(name), package), name
+        for name in set(written) - copies:  # the hand-written transformers classes (and the hub's stand-in)
+            assert written[name] == templates[name], name
 
 
 def imported_modules(source: str) -> set[str]:
@@ -452,7 +553,7 @@ def test_the_exported_code_imports_no_zoo(tmp_path):
     export_hf(gpt(**GPT_SWITCHES["recipe"]), tmp_path, tokenizer_json=char_tokenizer().to_json())
     written = {file.name for file in tmp_path.rglob("*.py")}
     assert {"zoo_gpt.py", "zoo_bert.py", "zoo_vit.py", "zoo_transformer.py", "zoo_translation_tokenizer.py"} <= written
-    allowed = {"__future__", "math", "os", "torch", "transformers", "tokenizers"}
+    allowed = set(sys.stdlib_module_names) | {"torch", "transformers", "tokenizers"}
     for file in tmp_path.rglob("*.py"):
         assert imported_modules(file.read_text()) <= allowed, file.name
     # And it runs where zoo cannot be imported at all (sys.modules["zoo"] = None makes every zoo import fail).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from zoo.models import BERT, GPT, ViT, ZooModel
 
-from .remote_code import SPECS, check_template
+from .remote_code import SPECS
 
 # The zoo models that have a Hugging Face class (GPT2LMHeadModel, BertFor*, ViTForImageClassification).
 HF_CLASSES = (GPT, BERT, ViT)
@@ -70,8 +70,7 @@ def check_exportable(model: ZooModel) -> None:
     """Raise a one-line ValueError when `model` exports neither natively nor with remote code."""
     if is_native(model):
         return
-    if has_remote_code(model):
-        check_template(model)  # its template computes every option of its config
+    if has_remote_code(model):  # its code is zoo's own: every option of its config is computed
         return
     if not isinstance(model, HF_CLASSES):
         # Checked first: the export would otherwise stop at a detail (a CNN's image normalization) that is not why.

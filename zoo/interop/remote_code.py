@@ -2,16 +2,21 @@
 
 A native Hugging Face class (GPT2LMHeadModel, BertFor*, ViTForImageClassification) computes only the reference
 architecture; a model with a lab switch (rope, QK-norm, average pooling without class token...) would load into
-it silently wrong. Such a model is written with its own modelling code instead: the template files of
-zoo/interop/remote (plain Python importing only torch and transformers, shipped as package data) are copied into
-the export directory, and config.json's `auto_map` names their classes, so that `AutoConfig` and
-`AutoModelFor...` load it with `trust_remote_code=True`. The templates keep zoo's module names, so zoo's state
-dict is model.safetensors as it is."""
+it silently wrong. Such a model is written with its own modelling code instead, and config.json's `auto_map` names
+its classes, so that `AutoConfig` and `AutoModelFor...` load it with `trust_remote_code=True`.
+
+That code is zoo's own source: the modules of zoo/core and zoo/models that the model needs, written as flat files
+(transformers loads one folder) whose zoo imports are made relative imports between them (zoo/core/attention.py
+is zoo_core_attention.py, `from zoo.core import` becomes `from .zoo_core import`; not another byte changes), so
+the export computes every switch as zoo does and imports no zoo. Hand-written are only the transformers classes,
+the templates of zoo/interop/remote (package data): zoo_hf.py (config and model base), one file per model
+(zoo_gpt.py...) and zoo_models_hub.py, which stands in for zoo's own save/load format (zoo/models/hub.py). The
+model's module names are zoo's, so zoo's state dict is model.safetensors as it is."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -21,9 +26,79 @@ from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
 from .hf_config import label_maps, set_token_ids
 from .hf_files import write_checkpoint
 
-SHARED_FILES = ("zoo_config.py", "zoo_layers.py")  # what every model file imports relatively
+PACKAGES = ("zoo.core", "zoo.models")  # whose modules an export copies (those its model imports)
+# The hand-written files (zoo/interop/remote); a template named as a zoo module stands in for that module.
+TEMPLATES = ("zoo_hf.py", "zoo_gpt.py", "zoo_bert.py", "zoo_vit.py", "zoo_transformer.py", "zoo_models_hub.py")
+
+
+def exported_name(module: str) -> str:
+    """The flat name under which an export holds zoo's module `module`: zoo.core.attention -> zoo_core_attention,
+    zoo.core (its __init__.py) -> zoo_core."""
+    return module.replace(".", "_")
+
+
+def _zoo_sources() -> dict:
+    """zoo module -> its source file, for every module of PACKAGES."""
+    sources = {}
+    for package in PACKAGES:
+        for file in resources.files(package).iterdir():
+            if file.name.endswith(".py"):
+                sources[package if file.name == "__init__.py" else f"{package}.{file.name[:-3]}"] = file
+    return sources
+
+
+SOURCES = _zoo_sources()
+ZOO_MODULES = {exported_name(module) + ".py": module for module in SOURCES}  # exported file name -> zoo module
 # Every file an export may hold (zoo-export's --overwrite list).
-REMOTE_FILES = (*SHARED_FILES, "zoo_gpt.py", "zoo_bert.py", "zoo_vit.py", "zoo_transformer.py")
+REMOTE_FILES = tuple(sorted({*TEMPLATES, *ZOO_MODULES}))
+
+_FROM = re.compile(r"from\s+\S+\s+import")
+
+
+def exported_source(module: str) -> str:
+    """The text of zoo's module `module` as an export holds it: each import of a zoo module, absolute or relative
+    (`from zoo.core import x`, `from .norms import y`), made a relative import of its exported name
+    (`from .zoo_core import x`, `from .zoo_core_norms import y`); every other byte as it is."""
+    text = SOURCES[module].read_text(encoding="utf-8")
+    package = module.split(".") if module in PACKAGES else module.split(".")[:-1]
+    lines = text.splitlines(keepends=True)
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "zoo" for alias in node.names):
+            raise ValueError(f"{module}: an export rewrites `from zoo... import x`, not `import zoo...`")
+        if not isinstance(node, ast.ImportFrom) or not (node.level or node.module.split(".")[0] == "zoo"):
+            continue
+        target = node.module
+        if node.level:
+            if node.module is None:
+                raise ValueError(f"{module}: an export rewrites `from .module import x`, not `from . import x`")
+            target = ".".join([*package[: len(package) - node.level + 1], node.module])
+        if target not in SOURCES:
+            raise ValueError(f"{module} imports {target}: an export holds only the modules of {', '.join(PACKAGES)}")
+        line = node.lineno - 1
+        lines[line] = _FROM.sub(f"from .{exported_name(target)} import", lines[line], count=1)
+    return "".join(lines)
+
+
+def template(name: str) -> str:
+    """The text of a file an export may hold: a template of zoo/interop/remote, or a zoo module (exported_source)."""
+    if name in TEMPLATES:
+        return (resources.files("zoo.interop") / "remote" / name).read_text(encoding="utf-8")
+    if name in ZOO_MODULES:
+        return exported_source(ZOO_MODULES[name])
+    raise ValueError(f"{name} is neither a template of zoo/interop/remote nor a module of {', '.join(PACKAGES)}")
+
+
+def remote_files(entry: str) -> dict[str, str]:
+    """File name -> text of the template `entry` and of every file it imports relatively, transitively: the code
+    an export holds for it (transformers copies the same files along when it loads `entry`)."""
+    files, todo = {}, [entry]
+    while todo:
+        name = todo.pop()
+        if name not in files:
+            files[name] = template(name)
+            tree = ast.parse(files[name])
+            todo += [f"{n.module}.py" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1]
+    return files
 
 
 @dataclass(frozen=True)
@@ -72,18 +147,6 @@ SPECS = {
     ViT: _vit_spec,
 }
 
-# Config fields that change how zoo computes, never what: not written (the exported code has one path).
-_COMPUTE_ONLY = ("attn_impl", "activation_checkpointing")
-# Dropout is a training-time option; the exported modules run without it (they are for inference).
-_TRAINING_ONLY = (
-    "dropout",
-    "attn_dropout",
-    "ff_dropout",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "classifier_dropout",
-)
-
 
 def remote_spec(model: ZooModel) -> RemoteSpec:
     for cls, spec in SPECS.items():
@@ -96,70 +159,13 @@ def remote_spec(model: ZooModel) -> RemoteSpec:
     )
 
 
-# Config fields that the exported config hands to transformers' PretrainedConfig as they are (it knows them).
-_PASSED_THROUGH = ("pad_token_id", "bos_token_id", "eos_token_id", "num_labels", "initializer_range")
-
-
-def _defaults_dicts(name: str) -> dict[str, ast.Call]:
-    """The `*_DEFAULTS = dict(...)` assignments of a template file, by name."""
-    return {
-        target.id: node.value
-        for node in ast.parse(template(name)).body
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if getattr(target, "id", "").endswith("_DEFAULTS")
-    }
-
-
-def template_fields(name: str) -> set[str]:
-    """The zoo config fields a model template computes: the keywords of its `*_DEFAULTS = dict(...)`, with the
-    shared block switches it unpacks (`**BLOCK_SWITCH_DEFAULTS` of zoo_config.py) read from there."""
-    model_dicts = _defaults_dicts(name)
-    if not model_dicts:
-        raise ValueError(f"the template {name} has no *_DEFAULTS dict")
-    shared = _defaults_dicts("zoo_config.py")
-    fields = set()
-    for keyword in next(iter(model_dicts.values())).keywords:
-        if keyword.arg is not None:
-            fields.add(keyword.arg)
-        else:  # **NAME: a dict of zoo_config.py
-            fields |= {k.arg for k in shared[keyword.value.id].keywords}
-    return fields
-
-
-def unknown_fields(model_class: type, spec: RemoteSpec) -> list[str]:
-    """The fields of `model_class`'s config that the template of `spec` would not compute (a new switch, say)."""
-    known = template_fields(spec.file) | set(_COMPUTE_ONLY + _TRAINING_ONLY + _PASSED_THROUGH)
-    return sorted(f.name for f in dataclasses.fields(model_class.config_class) if f.name not in known)
-
-
-def check_template(model: ZooModel) -> RemoteSpec:
-    """The spec of `model`; a ValueError when its template does not compute every field of its config (a field
-    the template ignored would be exported silently wrong)."""
-    spec = remote_spec(model)
-    unknown = unknown_fields(type(model), spec)
-    if unknown:
-        raise ValueError(
-            f"the remote-code template zoo/interop/remote/{spec.file} does not compute the {type(model).__name__} "
-            f"option(s) {', '.join(unknown)}; add them to it (and to zoo_layers.py) before exporting, or use "
-            "--format zoo"
-        )
-    return spec
-
-
-def template(name: str) -> str:
-    """The text of a template file of zoo/interop/remote."""
-    return (resources.files("zoo.interop") / "remote" / name).read_text(encoding="utf-8")
-
-
 def remote_config(model: ZooModel, spec: RemoteSpec) -> dict:
     """config.json: zoo's config fields, plus what transformers reads to find and build the classes."""
     module = spec.file.removesuffix(".py")
-    fields = {k: v for k, v in model.config_dict().items() if k not in _COMPUTE_ONLY + _TRAINING_ONLY}
     auto_map = {"AutoConfig": f"{module}.{spec.config_class}"}
     auto_map |= {auto: f"{module}.{name}" for auto, name in spec.auto_classes.items()}
     return {
-        **fields,
+        **model.config_dict(),
         "model_type": spec.model_type,
         "architectures": [spec.architecture],
         "auto_map": auto_map,
@@ -187,17 +193,18 @@ def save_remote(
 
     labels: class names of a classifier, in class-id order (default LABEL_0, LABEL_1, ...);
     token_ids: bos/eos/pad_token_id of the tokenizer that goes along (checked against the model's own)."""
-    spec = check_template(model)
+    spec = remote_spec(model)
     config = remote_config(model, spec)
     classes = num_classes(model)
     if labels is not None or classes:
         names = labels if labels is not None else [f"LABEL_{i}" for i in range(classes)]
         config["id2label"], config["label2id"] = label_maps(names, classes)
     set_token_ids(config, token_ids or {})
+    files = remote_files(spec.file)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    for name in (*SHARED_FILES, spec.file):
-        (directory / name).write_text(template(name), encoding="utf-8")
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
     # Non-persistent buffers (rope frequencies, sinusoid tables) are not in the state dict: the code recomputes them.
     write_checkpoint(directory, config, _unique_tensors(model))
     return spec
