@@ -6,8 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import subprocess
-import sys
 from functools import partial
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from lab_sweeps import one_job, sweep_of_copies
 from omegaconf import OmegaConf, open_dict
 
 from zoo.entry.builders import build_callbacks, build_model_config
@@ -26,30 +25,35 @@ from zoo.lab.claims import VERDICTS, canonical_value, check_config, select
 from zoo.lab.questions import question_names
 from zoo.lab.report import write_report
 
-from conftest import ROOT
+from conftest import ROOT, run_module
 
 CONF = ROOT / "zoo" / "conf"
 QUESTIONS = question_names()
-# One real quick run (the sweep, every job's probes, the report and its plots) per family of question: every question
-# is composed and built at every sweep point below, so a second quick run of a family runs the same code again. The
-# families whose quick run is elsewhere: positions_sst2 (SST-2 classification, the word-order probe, the per-example
-# records) in tests/test_lab_word_order.py, window_cost (a lab_measure timing its arms in one job) in
-# tests/test_lab_timing.py, dot_vs_additive (additive attention, the cost probe) in tests/test_lab_gpu_script.py, one
-# job each of bn_vit and inductive_bias (ViT, CNN, the BN fold and BN statistics probes) in tests/test_lab_part2.py,
-# why_normalize (the activation probe, the loss curve, a rate tuned per arm) in tests/test_lab_tune.py, direction
-# (character tagging, bidirectional vs causal) in tests/test_lab_direction.py.
-# Same family as a kept run, so not run here: heads and qk_proj (as scaling), activation (as why_normalize),
-# norm_text_sst2 (as positions_sst2; the masked batch norm's statistics: tests/test_lab_part2.py), and
-# the sub-questions heads_multi30k and window_loss (a BPE trained per session and val BLEU decoding; long windows).
+# The real quick runs (`python -m zoo.lab run <name> --quick`: the sweep, every job's probes, the report and its plots)
+# are three, one of each kind of question: a language model with the attention and gradient probes, an image question,
+# and a measurement job. Every question is composed and built at every sweep point below; the other families are
+# tested on ONE real job each (train.py with the question's quick overrides, one point) and on the report of a quick
+# grid of copies of that job (tests/lab_sweeps.py): the report, claims, tuning and plots are functions of the sweep
+# folder, what the jobs record a function of one job. Those jobs: positions (the length probe), norm_text (batch norm
+# in a language model, its statistics probe), residual (the token-spread probe) and ln_placement (the
+# encoder-decoder Transformer on Multi30k, the per-stack gradient ratio) below, in ONE_JOB; positions_sst2 (SST-2
+# classification, the word-order probe, the per-example records) in tests/test_lab_word_order.py, window_cost (a
+# lab_measure timing its arms in one job) in tests/test_lab_timing.py, why_normalize (the activation probe, the loss
+# curve, a rate tuned per arm) in tests/test_lab_tune.py, direction (character tagging, bidirectional vs causal) in
+# tests/test_lab_direction.py, one job each of bn_vit and inductive_bias (ViT, CNN, the BN fold and BN statistics
+# probes) in tests/test_lab_part2.py. dot_vs_additive (additive attention, the cost probe) runs as the scaled-down
+# `python -m zoo.lab gpu --cpu` run of tests/test_lab_gpu_script.py.
+# Same family as a kept run, so not run here: heads and qk_proj (as scaling), activation (as why_normalize; its
+# timing job: tests/test_lab_checks_activation.py), norm_text_sst2 (as positions_sst2; the masked batch norm's
+# statistics: tests/test_lab_part2.py), and the sub-questions heads_multi30k and window_loss (a BPE trained per
+# session and val BLEU decoding; long windows: one job in tests/test_lab_checks_window.py).
 QUICK = [
     "scaling",  # a GPT LM with the attention and gradient probes, per layer and projection (checked below)
-    "positions",  # the length probe: loss by position at 1x, 2x, 4x the trained context (checked below)
-    "decoding",  # a lab_measure job: the decoding cost, measured after training
-    "norm_text",  # batch norm in a language model, with the batch-norm statistics probe
-    "residual",  # the token-spread probe (its quick run: the depth-2 jobs, both skips and none)
-    "ln_placement",  # the encoder-decoder Transformer on Multi30k, with the per-stack gradient ratio
     "residual_mnist",  # an image question: the plain vs residual MLP on MNIST, with the fit-error probe
+    "decoding",  # a lab_measure job: the decoding cost, measured after training
 ]
+# Overrides added to a quick run: scaling's quick grid runs 5 seeds (20 jobs); two seeds run every job's code.
+QUICK_EXTRA = {"scaling": ["seed=1,2"]}
 # The questions of issue 11 (the sub-questions included), all in the lab.
 ISSUE_11 = ["scaling", "dot_vs_additive", "qk_proj", "heads", "positions", "positions_sst2", "window_cost", "decoding"]
 ISSUE_11 += ["heads_multi30k", "window_loss"]
@@ -79,7 +83,8 @@ DATA_FIELDS = {
 
 
 def run_lab(*args: str, timeout: int = 600):
-    return subprocess.run([sys.executable, "-m", "zoo.lab", *args], capture_output=True, text=True, timeout=timeout)
+    """`python -m zoo.lab args...` in a process of its own (forked from tests/script_server.py)."""
+    return run_module("zoo.lab", *args, timeout=timeout)
 
 
 def compose_question(name: str, tmp_path: Path, extra: list[str] = ()):
@@ -177,6 +182,8 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
                 assert type(net).__name__.lower() == v  # the cnn file built the CNN
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_list_prints_every_question_with_its_claim():
     result = run_lab("list")
     assert result.returncode == 0, result.stderr
@@ -185,6 +192,8 @@ def test_list_prints_every_question_with_its_claim():
     assert result.stdout.count("claim: ") == len(QUESTIONS)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_bad_question_name_is_a_one_line_error_naming_the_known_ones():
     result = run_lab("run", "scalling", "--quick")
     assert result.returncode == 2
@@ -193,6 +202,8 @@ def test_a_bad_question_name_is_a_one_line_error_naming_the_known_ones():
     assert all(name in lines[0] for name in QUESTIONS)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_report_of_a_folder_that_is_not_a_lab_sweep_is_a_one_line_error(tmp_path):
     result = run_lab("report", str(tmp_path))
     assert result.returncode == 2 and "is not a lab sweep" in result.stderr
@@ -200,10 +211,11 @@ def test_report_of_a_folder_that_is_not_a_lab_sweep_is_a_one_line_error(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 @pytest.mark.parametrize("name", QUICK)
 def test_quick_run_writes_report_and_plots(name, tmp_path):
     sweep = tmp_path / name
-    result = run_lab("run", name, "--quick", f"hydra.sweep.dir={sweep}")
+    result = run_lab("run", name, "--quick", *QUICK_EXTRA.get(name, []), f"hydra.sweep.dir={sweep}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     # >= 2 points x >= 2 seeds: a job each, or (a timing question) one job per seed holding every arm
     results = assert_lab_report(sweep, min_arms=4)
@@ -224,11 +236,6 @@ def probes_ran_at_init_and_later_per_layer_and_projection(results: list[dict]) -
     assert len(results[0]["probes"]) >= 2
 
 
-def loss_by_position_at_each_length(results: list[dict]) -> None:
-    series = results[0]["series"]
-    assert [len(series[f"loss_by_position/{f}x"]) for f in (1, 2, 4)] == [64, 128, 256]
-
-
 def fit_error_and_gradient_ratio_of_the_mlps(results: list[dict]) -> None:
     """Every MLP's fit error on both splits and no attention probe; the plain depth-10 net's gradient ratio (first
     block over last) and its per-layer norms."""
@@ -245,9 +252,88 @@ def fit_error_and_gradient_ratio_of_the_mlps(results: list[dict]) -> None:
 # source names no dataset, so the `data` marker of tests/conftest.py goes only to the runs that read one).
 QUICK_RUN_CHECKS = {
     "scaling": probes_ran_at_init_and_later_per_layer_and_projection,
-    "positions": loss_by_position_at_each_length,
     "residual_mnist": fit_error_and_gradient_ratio_of_the_mlps,
 }
+
+
+# ---- one job of a question, and the report of its quick grid of copies of that job (tests/lab_sweeps.py) ---------
+
+# The point of the quick grid each question's one job runs.
+ONE_JOB = {
+    "positions": {"variant": "alibi"},
+    "norm_text": {"model.net.norm": "batchnorm"},
+    "residual": {"variant": "none"},  # no skip at all: the token spread the question reads collapse on
+    "ln_placement": {"model.net.norm_first": "false"},  # post-LN
+}
+
+
+def loss_by_position_at_each_length(record: dict, config) -> None:
+    """The length probe: the loss at each position of windows 1x, 2x and 4x the trained context."""
+    series, context = record["series"], config.data.block_size
+    assert [len(series[f"loss_by_position/{f}x"]) for f in (1, 2, 4)] == [context, 2 * context, 4 * context]
+    assert all(math.isfinite(v) and v > 0 for f in (1, 2, 4) for v in series[f"loss_by_position/{f}x"])
+
+
+def batch_norm_statistics_of_every_norm(record: dict, config) -> None:
+    """The batch-norm statistics probe on each BatchNorm of the language model (two per block and the final one): how
+    much the batch statistics move from step to step and how far they are from the running ones, all >= 0; batches
+    of real text do move the batch means."""
+    metrics = record["metrics"]
+    labels = {k.removeprefix("probe/bn/mean_std/") for k in metrics if k.startswith("probe/bn/mean_std/")} - {"mean"}
+    blocks = config.model.net.n_layer
+    assert labels == {f"l{i}.norm{j}" for i in range(blocks) for j in (1, 2)} | {"blocks.final_norm"}
+    for stat in ("mean_std", "var_std", "mean_dev", "var_dev"):
+        assert all(metrics[f"probe/bn/{stat}/{label}"] >= 0 for label in labels), stat
+    assert all(metrics[f"probe/bn/mean_std/{label}"] > 0 for label in labels)
+    every = config.callbacks.loss_curve.every_n_steps
+    assert len(record["series"]["train_loss"]) == config.trainer.max_steps // every  # the loss curve
+
+
+def token_spread_of_every_block(record: dict, config) -> None:
+    """The token-spread probe: each block's spread of the positions at init and at the last step, in depth order."""
+    metrics, blocks = record["metrics"], config.model.net.n_layer
+    for when in ("init", "last"):
+        by_layer = record["series"][f"token_spread_by_layer@{when}"]
+        assert by_layer == [metrics[f"probe/token_spread/l{i}@{when}"] for i in range(blocks)]
+        assert all(0 <= v < 2 for v in by_layer)
+        assert metrics[f"probe/token_spread/mean@{when}"] == pytest.approx(sum(by_layer) / blocks)
+
+
+def gradient_ratio_of_each_stack(record: dict, config) -> None:
+    """The encoder's and the decoder's own gradient ratio (first block over last), each from its own layers."""
+    metrics, net = record["metrics"], config.model.net
+    for stack, blocks in (("encoder", net.n_encoder_layers), ("decoder", net.n_decoder_layers)):
+        first, last = metrics[f"probe/grad/{stack}.l0@init"], metrics[f"probe/grad/{stack}.l{blocks - 1}@init"]
+        assert f"probe/grad/{stack}.l{blocks}@init" not in metrics
+        assert metrics[f"probe/grad/{stack}.first_over_last@init"] == pytest.approx(first / last)
+    assert "probe/grad/first_over_last@init" not in metrics  # no ratio across the two stacks
+
+
+ONE_JOB_CHECKS = {
+    "positions": loss_by_position_at_each_length,
+    "norm_text": batch_norm_statistics_of_every_norm,
+    "residual": token_spread_of_every_block,
+    "ln_placement": gradient_ratio_of_each_stack,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.lab
+@pytest.mark.parametrize("name", sorted(ONE_JOB))
+def test_one_job_of_the_question_records_its_probes(name, tmp_path_factory):
+    job_dir, record = one_job(tmp_path_factory, name, **ONE_JOB[name])
+    assert_finite_probes(record["metrics"])
+    ONE_JOB_CHECKS[name](record, OmegaConf.load(job_dir / "config_resolved.yaml"))
+
+
+@pytest.mark.slow
+@pytest.mark.lab
+@pytest.mark.parametrize("name", sorted(ONE_JOB))
+def test_report_and_plots_of_the_quick_grid_of_one_job(name, tmp_path_factory, tmp_path):
+    job_dir, _ = one_job(tmp_path_factory, name, **ONE_JOB[name])
+    sweep = sweep_of_copies(job_dir, tmp_path / name)
+    write_report(sweep)
+    assert_lab_report(sweep, min_arms=4)
 
 
 def assert_lab_report(sweep: Path, min_arms: int, quick: bool = True) -> list[dict]:
@@ -263,9 +349,14 @@ def assert_lab_report(sweep: Path, min_arms: int, quick: bool = True) -> list[di
     arms = [{**r["metrics"], **arm["metrics"]} for r in results for arm in r.get("arms") or [{"metrics": {}}]]
     assert len(arms) >= min_arms
     for metrics in arms:
-        probes = {k: v for k, v in metrics.items() if k.startswith(("probe/", "lab/"))}
-        assert probes and all(math.isfinite(v) for v in probes.values()), probes
+        assert_finite_probes(metrics)
     return results
+
+
+def assert_finite_probes(metrics: dict[str, float]) -> None:
+    """A job (or an arm of one) recorded probe or lab metrics, all of them finite."""
+    probes = {k: v for k, v in metrics.items() if k.startswith(("probe/", "lab/"))}
+    assert probes and all(math.isfinite(v) for v in probes.values()), probes
 
 
 # ---- the verdict, on hand-made sweeps ---------------------------------------------------------------------------

@@ -8,8 +8,6 @@ The sweeps are made by hand in tmp_path as a lab multirun leaves them (test_lab_
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -74,15 +72,12 @@ def compose_run(name: str, overrides: list[str]):
         return compose(config_name="train", overrides=[f"experiment=lab/{name}", *kept])
 
 
-def test_run_budget_adds_the_budgets_overrides_its_name_and_its_own_sweep_folder():
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo.lab", "run", "heads", "--budget", "steps500", "--dry-run"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.strip()
+def test_run_budget_adds_the_budgets_overrides_its_name_and_its_own_sweep_folder(capsys):
+    from zoo.lab.__main__ import main
+
+    # `python -m zoo.lab run heads --budget steps500 --dry-run`, by its main() in this process
+    assert main(["run", "heads", "--budget", "steps500", "--dry-run"]) == 0, capsys.readouterr().err
+    line = capsys.readouterr().out.strip()
     assert line.startswith("would run: ") and "-m experiment=lab/heads trainer.max_steps=500" in line
     assert "lab.budget=steps500" in line and "${task_name}/budget_steps500/multiruns" in line
 

@@ -46,6 +46,7 @@ def test_bad_settings_are_one_line_errors():
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 def test_an_activation_job_records_the_timing_its_cheap_check_reads(tmp_path, data_dir):
     lab = question("activation")
     (cheap,) = [c for c in lab["checks"] if c["metric"] == "lab/act_ms/gelu_over_relu"]

@@ -4,20 +4,19 @@ only, so the two are equal exactly when the context beyond L changes nothing; th
 
 from __future__ import annotations
 
-import json
 import math
 
 import lightning as L
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
+from lab_sweeps import one_job
 
 from zoo.data.windows import DisjointWindows
 from zoo.lab.lengths import LengthProbe
 from zoo.lab.questions import question
 from zoo.models.gpt import GPT, GPTConfig
-
-from conftest import assert_ok, run_script
 
 TRAIN_LEN = 8
 
@@ -92,18 +91,12 @@ def test_every_extrapolation_check_compares_the_same_tokens_of_the_same_windows(
     assert variants == {"learned", "sinusoidal", "alibi"}
 
 
-def test_a_positions_job_records_both_readings_at_each_longer_length(tmp_path, data_dir):
-    quick = [o for o in question("positions")["quick"] if not o.startswith("variant=")]
-    args = [
-        "experiment=lab/positions",
-        *quick,
-        "variant=alibi",
-        "seed=1",
-        "lab.mode=quick",
-        f"hydra.run.dir={tmp_path}",
-    ]
-    assert_ok(run_script("train.py", *args))
-    metrics = json.loads((tmp_path / "result.json").read_text(), parse_constant=float)["metrics"]
+@pytest.mark.slow
+@pytest.mark.lab
+def test_a_positions_job_records_both_readings_at_each_longer_length(tmp_path_factory, data_dir):
+    # the job of tests/test_lab.py's ONE_JOB (its length probe's loss by position is checked there), run once
+    _, record = one_job(tmp_path_factory, "positions", variant="alibi")
+    metrics = record["metrics"]
     for factor in ("2x", "4x"):
         for name in ("loss_beyond", "loss_window"):
             assert math.isfinite(metrics[f"lab/{name}@{factor}"]) and metrics[f"lab/{name}@{factor}"] > 0

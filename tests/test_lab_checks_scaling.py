@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from zoo.lab.probes import gradient_norms
@@ -15,6 +16,8 @@ from zoo.models.gpt import GPT, GPTConfig
 from conftest import assert_ok, run_script
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_the_gradient_probe_records_the_last_optimizer_step_whatever_every_n_steps_is(tmp_path, data_dir):
     # 5 steps, every 3: the regular readings are steps 0 and 3; the last step (4) is read too, and it is `@last`
     quick = [o for o in question("scaling")["quick"] if not o.startswith(("model.net.n_embd=", "trainer.max_steps"))]

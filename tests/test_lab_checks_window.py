@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 import torch
 
 from zoo.lab.memory import count_saved_tensors
@@ -45,6 +46,8 @@ def test_the_cost_checks_do_not_wait_for_an_arm_to_learn_and_time_the_window_in_
     assert composed_config("window_loss")["callbacks"]["cost_probe"]["compare_with"] == {"attn_window": None}
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_window_loss_job_times_itself_against_its_full_attention_twin(tmp_path, data_dir):
     quick = [o for o in question("window_loss")["quick"] if not o.startswith("model.net.attn_window=")]
     args = ["experiment=lab/window_loss", *quick, "model.net.attn_window=32", "seed=1", "lab.mode=quick"]

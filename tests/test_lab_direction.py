@@ -1,19 +1,21 @@
 """The lab's `direction` question (issue 26): a character tagging rule whose labels need the right context, its data
-and task, the left-context count taggers it is judged against, and its quick run with and without the full data."""
+and task, the left-context count taggers it is judged against, and a job with the report of its quick grid, with and
+without the full data."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from lab_sweeps import quick_job, sweep_of_copies
+from test_lab import assert_lab_report
 
 from zoo.data.char_tagging import CharTaggingDataModule, TagWindows
 from zoo.data.char_tags import IGNORE, char_kinds, tags_in_window, word_end_tags
 from zoo.data.tokenizer import CharTokenizer
+from zoo.lab.report import write_report
 from zoo.lab.tag_baselines import TaggedPositions, count_taggers, window_positions
 from zoo.models import BERT
 from zoo.tasks import TokenTaggingTask
@@ -106,18 +108,15 @@ def test_the_task_tags_every_token_and_refuses_an_encoder_with_a_head():
         assert torch.allclose(loss, torch.nn.functional.cross_entropy(logits, tags[:, :5].reshape(-1)))
 
 
-def run_quick(tmp_path, data_dir: str) -> str:
-    env = {**os.environ, "ZOO_DATA_DIR": data_dir, "ZOO_CACHE_DIR": str(tmp_path / "cache")}
-    sweep = tmp_path / "sweep"
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo.lab", "run", "direction", "--quick", f"hydra.sweep.dir={sweep}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+def quick_report(tmp_path, data_dir: str) -> str:
+    """The report of direction's quick grid (bidirectional and causal, 2 seeds) on `data_dir`, laid out from copies of
+    one real job (tests/lab_sweeps.py): the reference taggers are computed from that job's data."""
+    env = {"ZOO_DATA_DIR": data_dir, "ZOO_CACHE_DIR": str(tmp_path / "cache")}
+    record = quick_job("direction", tmp_path / "job", env=env, **{"model.net.causal": "false"})
+    assert 0 <= record["metrics"]["val/acc"] <= 1 and "probe/grad_group/head@init" in record["metrics"]
+    sweep = sweep_of_copies(tmp_path / "job", tmp_path / "sweep")
+    write_report(sweep)
+    assert_lab_report(sweep, min_arms=4)
     return (sweep / "report.md").read_text()
 
 
@@ -127,9 +126,10 @@ if os.environ["ZOO_DATA_DIR"] != str(FIXTURES):  # the full data directory, wher
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 @pytest.mark.parametrize("data_dir", sorted(DATA_DIRS))
-def test_quick_run_reports_both_directions_against_the_left_context_taggers(data_dir, tmp_path):
-    report = run_quick(tmp_path, DATA_DIRS[data_dir])
+def test_quick_grid_reports_both_directions_against_the_left_context_taggers(data_dir, tmp_path):
+    report = quick_report(tmp_path, DATA_DIRS[data_dir])
     assert "Quick run" in report and "### Verdict: " in report
     assert "majority class" in report and "left 6-char count tagger" in report
     assert "| False |" in report and "| True |" in report

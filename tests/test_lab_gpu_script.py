@@ -52,6 +52,8 @@ def test_each_gpu_plan_composes(name):
     assert cfg.trainer.accelerator == "gpu" and cfg.trainer.precision == "bf16-mixed"
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_unknown_question_or_no_jobs_is_a_one_line_error(tmp_path):
     result = run_lab("gpu", "--cpu", "--only", "scaling", "--out", str(tmp_path))
     assert result.returncode == 2 and "has no GPU budget" in result.stderr
@@ -60,6 +62,8 @@ def test_unknown_question_or_no_jobs_is_a_one_line_error(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing ran
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_dry_run_prints_each_questions_estimate_and_command_and_runs_nothing(tmp_path):
     result = run_lab("gpu", "--dry-run", "--out", str(tmp_path))  # no GPU needed to look at the plan
     assert result.returncode == 0, result.stderr
@@ -69,6 +73,8 @@ def test_dry_run_prints_each_questions_estimate_and_command_and_runs_nothing(tmp
     assert "trainer.precision=bf16-mixed" in result.stdout and not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_question_whose_folder_holds_a_sweep_is_refused_and_the_next_still_tried(tmp_path):
     for name in ("ln_placement", "heads_multi30k"):  # both folders taken: neither runs, both are reported
         (tmp_path / name / "0").mkdir(parents=True)
@@ -79,6 +85,8 @@ def test_a_question_whose_folder_holds_a_sweep_is_refused_and_the_next_still_tri
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+@pytest.mark.slow
+@pytest.mark.lab
 def test_without_a_gpu_the_full_run_stops_before_any_job(tmp_path):
     result = run_lab("gpu", "--out", str(tmp_path))
     assert result.returncode == 2 and "no CUDA GPU on this machine" in result.stderr
@@ -86,6 +94,7 @@ def test_without_a_gpu_the_full_run_stops_before_any_job(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 def test_scaled_down_run_reports_a_failing_job_and_leaves_a_sweep_publish_takes(tmp_path):
     out = tmp_path / "gpu"
     # n_head=3 does not divide d_k 16: those jobs fail when their model is built, the n_head=1 jobs run on.

@@ -20,6 +20,8 @@ from omegaconf import OmegaConf
 from zoo.lab.publish import publish
 from zoo.lab.report import write_report
 
+from conftest import run_module
+
 NAN = float("nan")
 FAILED, STOPPED, MISSING = "failed", "stopped", "missing"  # jobs without a result
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -84,9 +86,18 @@ def report_of(root: Path) -> tuple[str, str]:
 
 
 def run_lab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "zoo.lab", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
+    """`python -m zoo.lab args...` in a process of its own (forked from tests/script_server.py)."""
+    return run_module("zoo.lab", *args, cwd=cwd, timeout=300)
+
+
+def lab_main(capsys, *args: str) -> subprocess.CompletedProcess:
+    """The same command run by its main() in this process: its exit status and what it printed."""
+    from zoo.lab.__main__ import main
+
+    capsys.readouterr()
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([sys.executable, "-m", "zoo.lab", *args], status, out, err)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> str:
@@ -142,7 +153,7 @@ def test_one_seed_per_point_decides_no_check_that_rests_on_the_spread(tmp_path):
     assert outcome == "inconclusive" and "0 supported, 0 contradicted, 4 inconclusive (of 4)" in text
 
 
-def test_failed_stopped_and_missing_jobs_are_listed_and_leave_their_checks_inconclusive(tmp_path):
+def test_failed_stopped_and_missing_jobs_are_listed_and_leave_their_checks_inconclusive(tmp_path, capsys):
     values = {
         "a": [1.0, 1.1, 1.05, 0.98, 1.02],
         "b": [2.0, FAILED, MISSING, 2.1, 2.05],
@@ -163,7 +174,7 @@ def test_failed_stopped_and_missing_jobs_are_listed_and_leave_their_checks_incon
     assert "**a < c**: inconclusive. job 12 (p=c, seed=3) left no result" in text
     # only the check on complete points is decided; the two inconclusive ones keep the claim from "supported"
     assert "**a above**: supported" in text and outcome == "supported in part"
-    printed = run_lab("report", str(sweep)).stdout  # `report` prints the outcomes with their intervals too
+    printed = lab_main(capsys, "report", str(sweep)).stdout  # `report` prints the outcomes with their intervals too
     assert "### Verdict: supported in part" in printed and "**a above**: supported" in printed
     assert "95% CI" in printed and "lab-rule" not in printed
 
@@ -202,6 +213,8 @@ def test_the_overrides_of_a_sweep_are_in_its_header_and_a_shortened_one_is_no_fu
     assert header.startswith("Full run, ") and "`python -m zoo.lab run handmade`." in header, header
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_sweep_folder_holding_jobs_of_an_earlier_sweep_is_refused(tmp_path):
     root = tmp_path / "sweep"
     make_sweep(root, {"a": [1.0, 1.1, 1.2], "b": [2.0, 2.1, 2.2]}, [check("a < b", "less", "a", "b")])
@@ -251,6 +264,8 @@ def test_publish_refused_for_missing_or_misordered_markers_changes_nothing(publi
         assert_unchanged(docs, plots, text)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_publish_to_a_read_only_file_is_one_line_and_changes_nothing(published):
     sweep, docs, plots, before = published
     docs.chmod(0o444)
@@ -304,6 +319,8 @@ def truncated_result(sweep: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 @pytest.mark.parametrize(
     ("damage", "says"),
     [(corrupt_config, "damaged"), (result_without_metric, "needs 'metric'"), (truncated_result, "not valid JSON")],
@@ -314,6 +331,8 @@ def test_a_damaged_sweep_file_is_a_one_line_error_naming_it(tmp_path, damage, sa
     assert_one_line_error(run_lab("report", str(sweep)), str(path), says, "re-run")
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_report_into_a_read_only_sweep_folder_is_a_one_line_error(tmp_path):
     sweep = make_sweep(tmp_path / "sweep", {"a": [1.0, 1.1], "b": [2.0, 2.1]}, [check("a < b", "less", "a", "b")])
     sweep.chmod(0o555)
@@ -325,6 +344,8 @@ def test_report_into_a_read_only_sweep_folder_is_a_one_line_error(tmp_path):
     assert not (sweep / "report.md").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 @pytest.mark.parametrize("quick", [["--quick"], []])
 def test_run_refuses_an_experiment_override(tmp_path, quick):
     result = run_lab("run", "scaling", *quick, "experiment=lab/heads", cwd=tmp_path)
@@ -354,6 +375,8 @@ sys.exit(lab.main(["run", "scaling"]))
 """
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_to_a_lab_run_stops_its_sweep(tmp_path, signum, status):
     (tmp_path / "sweep.py").write_text(SWEEP)
@@ -395,7 +418,7 @@ Full run, 2026-12-01, on a CPU: `python -m zoo.lab run {name}`.
 """
 
 
-def test_publish_notes_the_sections_decided_under_the_earlier_rule(tmp_path):
+def test_publish_notes_the_sections_decided_under_the_earlier_rule(tmp_path, capsys):
     from zoo.lab.__main__ import main
 
     docs = docs_with_markers(tmp_path)
@@ -416,4 +439,4 @@ def test_publish_notes_the_sections_decided_under_the_earlier_rule(tmp_path):
     assert main(["publish", "--notes-only", "--docs", str(docs)]) == 0
     assert main(["publish", "--notes-only", "--docs", str(docs)]) == 0
     assert docs.read_text().count("Decided under the earlier rule") == 2
-    assert_one_line_error(run_lab("publish", "--docs", str(docs)), "needs a sweep directory")
+    assert_one_line_error(lab_main(capsys, "publish", "--docs", str(docs)), "needs a sweep directory")

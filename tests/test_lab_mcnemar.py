@@ -326,6 +326,7 @@ def tiny_run(tmp_path, val_loader_of, limit_val_batches=1.0):
     return task, val, recorder, lab_record(trainer, metrics)
 
 
+@pytest.mark.lab  # trains a tiny ViT in this process
 def test_the_recorder_writes_which_dev_examples_the_final_model_got_right(tmp_path):
     task, val, _, record = tiny_run(tmp_path, lambda data: DataLoader(data, batch_size=5))
     entry = record["per_example"]["val/acc"]
@@ -337,6 +338,7 @@ def test_the_recorder_writes_which_dev_examples_the_final_model_got_right(tmp_pa
     assert entry["accuracy"] == pytest.approx(record["metrics"]["val/acc"], abs=1e-6)
 
 
+@pytest.mark.lab  # trains a tiny ViT in this process
 def test_a_cut_short_pass_records_its_first_examples_and_a_shuffled_one_nothing(tmp_path):
     _, val, _, record = tiny_run(tmp_path / "cut", lambda data: DataLoader(data, batch_size=5), limit_val_batches=2)
     entry = record["per_example"]["val/acc"]

@@ -3,11 +3,11 @@ batch-statistics fluctuation, divergence, gradient norms by depth, and the Batch
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 import torch
+from lab_sweeps import quick_job
 from torch import nn
 
 from zoo.core import BlockStack
@@ -16,9 +16,6 @@ from zoo.lab.activations import measure_activations
 from zoo.lab.batchnorm_stats import BatchNormStatsProbe
 from zoo.lab.divergence import LossCurveProbe, divergence
 from zoo.lab.probes import gradient_norms, layers_in_order
-from zoo.lab.questions import question
-
-from conftest import assert_ok, run_script
 
 
 class Stack(nn.Module):
@@ -205,19 +202,11 @@ def test_bn_fold_measurement_job_on_real_images(data_dir):
     assert metrics["lab/batchnorms"] == 13  # 4 blocks x (norm1, norm2, FFN-inner) + the final norm
 
 
-# ---- one job of each image question, as its quick run trains it (train.py, real MNIST) ----------------------
-
-
-def quick_job(name: str, run_dir, **point: str) -> dict:
-    """One job of a question at `point` with its quick overrides (swept keys pinned to one value); its result.json."""
-    pinned = {**point, "seed": "1"}
-    overrides = [o for o in question(name)["quick"] if o.split("=", 1)[0] not in pinned]
-    overrides += [f"{k}={v}" for k, v in pinned.items()] + ["lab.mode=quick", f"hydra.run.dir={run_dir}"]
-    assert_ok(run_script("train.py", f"experiment=lab/{name}", *overrides))
-    return json.loads((run_dir / "result.json").read_text(), parse_constant=float)
+# ---- one job of each image question, as its quick run trains it (train.py, real MNIST; tests/lab_sweeps.py) -------
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 def test_bn_vit_job_records_the_fold_the_bn_statistics_the_loss_curve_and_its_fit(tmp_path, data_dir):
     record = quick_job("bn_vit", tmp_path, variant="bn_ffn")
     metrics = record["metrics"]
@@ -238,6 +227,7 @@ def test_bn_vit_job_records_the_fold_the_bn_statistics_the_loss_curve_and_its_fi
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 def test_inductive_bias_cnn_job_trains_on_the_subset_with_its_size_and_fit_recorded(tmp_path, data_dir):
     record = quick_job("inductive_bias", tmp_path, arch="cnn", subset="s500")
     metrics = record["metrics"]

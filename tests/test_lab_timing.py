@@ -5,10 +5,9 @@ arms in one job and the report reads each arm as a point."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from lab_sweeps import quick_job, sweep_of_copies
 from test_lab import assert_lab_report
 
 from zoo.lab import timing
@@ -147,14 +146,16 @@ def test_the_report_reads_arms_as_points_and_shows_spread_and_flag(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 def test_window_cost_times_its_arms_interleaved_in_one_job(tmp_path):
-    sweep = tmp_path / "window_cost"
-    command = [sys.executable, "-m", "zoo.lab", "run", "window_cost", "--quick", f"hydra.sweep.dir={sweep}"]
-    # five seeds at a tiny length: the memory check decides, the timing checks (at n = 4096) are not in this run
-    command += ["seed=1,2,3,4,5", "lab_measure.arms.seq_len=[1024]", "lab_measure.batch_size=1"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    assert_lab_report(sweep, min_arms=10)  # window_cost's quick run in the suite (see QUICK in tests/test_lab.py)
+    # one real job (tests/lab_sweeps.py): both arms at a tiny length, timed in it
+    record = quick_job("window_cost", tmp_path / "job", **{"lab_measure.batch_size": "1"})
+    assert len(record["arms"]) == 2 and {arm["params"]["variant"] for arm in record["arms"]} == {"full", "window128"}
+    # five seeds of it, as `run window_cost --quick seed=1,2,3,4,5` leaves them: the memory check decides, the timing
+    # checks (at n = 4096) are not in this run
+    sweep = sweep_of_copies(tmp_path / "job", tmp_path / "window_cost", "seed=1,2,3,4,5", "lab_measure.batch_size=1")
+    write_report(sweep)
+    assert_lab_report(sweep, min_arms=10)  # window_cost's job in the suite (see QUICK in tests/test_lab.py)
     records = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/result.json"))]
     assert len(records) == 5 and all(len(r["arms"]) == 2 for r in records)  # one job per seed, both arms in it
     for record in records:

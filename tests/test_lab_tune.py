@@ -1,17 +1,16 @@
 """A learning rate tuned per arm, best against best (zoo/lab/tuning.py): the choice from known numbers (ties,
 diverged and missing seeds), the flag at the edge of the grid, one-line errors for a bad `lab.tune`, the report on a
 hand-made sweep (every rate in the table, the chosen one marked, the checks on the chosen ones, the tuning plot), and
-the quick run of why_normalize."""
+a job of why_normalize with the report of its quick grid (copies of that job: tests/lab_sweeps.py)."""
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lab_sweeps import quick_job, sweep_of_copies
 from omegaconf import OmegaConf
 
 from zoo.lab.plots import TUNING_PLOT
@@ -217,17 +216,19 @@ def test_a_tuned_parameter_the_jobs_do_not_have_is_a_one_line_error(tmp_path):
 # ---- the question -----------------------------------------------------------------------------------------------
 
 
-def test_why_normalize_quick_run_tunes_the_rate_per_arm(tmp_path):
-    sweep = tmp_path / "why_normalize"
-    command = [sys.executable, "-m", "zoo.lab", "run", "why_normalize", "--quick", f"hydra.sweep.dir={sweep}"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+@pytest.mark.slow
+@pytest.mark.lab
+def test_why_normalize_job_records_the_loss_it_is_tuned_on_and_its_quick_grid_tunes_the_rate_per_arm(tmp_path):
+    # one real job (tests/lab_sweeps.py), then the quick grid (2 norms x 2 rates x 1 seed) of copies of it
+    record = quick_job("why_normalize", tmp_path / "job", **{"model.net.norm": "none", "model.optimizer.lr": "0.01"})
+    # the metric the rate is chosen on, and the probes, were recorded
+    assert math.isfinite(record["metrics"]["lab/loss_end"]) and "probe/act_rms/mean@last" in record["metrics"]
+    sweep = sweep_of_copies(tmp_path / "job", tmp_path / "why_normalize")
+    _, _, plots = write_report(sweep)
     report = (sweep / "report.md").read_text()
     assert "Quick run" in report and "### Verdict: " in report
     assert "**Tuned per arm** (lab.tune): lr is chosen" in report
     assert report.count("| **chosen** |") == 2  # one rate per arm: LayerNorm and none
-    assert (sweep / TUNING_PLOT).read_bytes()[:4] == b"\x89PNG"
+    assert sweep / TUNING_PLOT in plots and (sweep / TUNING_PLOT).read_bytes()[:4] == b"\x89PNG"
     results = [json.loads(p.read_text(), parse_constant=float) for p in sweep.glob("*/result.json")]
     assert len(results) == 4  # 2 norms x 2 rates x 1 seed
-    for record in results:  # the metric the rate is chosen on, and the probes, were recorded
-        assert math.isfinite(record["metrics"]["lab/loss_end"]) and "probe/act_rms/mean@last" in record["metrics"]

@@ -1,19 +1,18 @@
 """positions_sst2's word-order probe (zoo/lab/word_order.py): a shuffled sentence holds exactly the original's tokens,
-words stay whole, [CLS]/[SEP] stay put; the sweep's results carry the probe's metrics, and a model without positions
+words stay whole, [CLS]/[SEP] stay put; the jobs' results carry the probe's metrics, and a model without positions
 loses nothing to the shuffle (self-attention alone cannot see order)."""
 
 from __future__ import annotations
 
-import json
 import random
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
+from lab_sweeps import quick_job, sweep_of_copies
 from test_lab import assert_lab_report
 
 from zoo.data import GlueDataModule
+from zoo.lab.report import write_report
 from zoo.lab.word_order import WordOrderProbe, shuffle_words
 
 CLS, SEP = 101, 102
@@ -54,23 +53,21 @@ def test_shuffled_dev_set_has_each_sentences_tokens(data_dir, cache_dir):
 
 
 @pytest.mark.slow
-def test_the_sweep_records_the_probe_and_no_positions_loses_nothing(data_dir, tmp_path):
+@pytest.mark.lab
+def test_the_jobs_record_the_probe_and_no_positions_loses_nothing(data_dir, tmp_path):
     if not (data_dir / "sst2" / "dev.tsv").is_file():
         pytest.skip(f"no SST-2 under {data_dir}")
-    sweep = tmp_path / "sweep"
-    quick = ["positions_sst2", "--quick", "seed=1", f"hydra.sweep.dir={sweep}"]  # learned vs none, 1 seed
-    command = [sys.executable, "-m", "zoo.lab", "run", *quick]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert_lab_report(sweep, min_arms=2)  # positions_sst2's quick run in the suite (see QUICK in tests/test_lab.py)
-    results = sorted(sweep.glob("*/result.json"))
-    assert len(results) == 2
-    for path in results:
-        record = json.loads(path.read_text())
-        metrics = record["metrics"]
+    # the quick grid of seed 1, learned positions vs none: each job run by itself (tests/lab_sweeps.py)
+    runs = {variant: tmp_path / variant for variant in ("learned", "none")}
+    for variant, run_dir in runs.items():
+        metrics = quick_job("positions_sst2", run_dir, variant=variant)["metrics"]
         assert {"lab/acc_ordered", "lab/acc_shuffled", "lab/order_drop"} <= set(metrics)
         assert metrics["lab/acc_ordered"] == pytest.approx(metrics["val/acc"], abs=1e-6)  # the same dev rows
-        if "variant=none" in record["overrides"]:
+        if variant == "none":
             assert metrics["lab/order_drop"] == 0  # a bag of words: the same answers in any order
+    sweep = sweep_of_copies(list(runs.values()), tmp_path / "sweep", "seed=1")  # the two jobs as their sweep
+    write_report(sweep)
+    assert_lab_report(sweep, min_arms=2)  # positions_sst2's jobs in the suite (see QUICK in tests/test_lab.py)
+    assert len(list(sweep.glob("*/result.json"))) == 2
     report = (sweep / "report.md").read_text()
     assert "(`lab/order_drop`)" in report and "without positions the model is blind to word order" in report
