@@ -307,3 +307,7 @@ def no_hydra_state_left_behind():
     from hydra.core.hydra_config import HydraConfig
 
     HydraConfig.instance().cfg = None
+
+
+# Models trained once per session and shared, and the entries run in the test process (tests/trained.py).
+pytest_plugins = ["trained"]

@@ -1,6 +1,7 @@
 """Every bad input is one clear line (issue 16, items 7, 9 and 10): a non-zero exit, no traceback, and a message that
-names the key or file and how to fix it. Through the real entry points in subprocesses where the path to the error
-is the point (Hydra's own phase, the data loading of a real run); in-process where a function gives the same line.
+names the key or file and how to fix it. Through the real entry scripts in subprocesses where the process is the
+point (Hydra's own phase, the script's hint and exit status); through the entries run in this process
+(tests/trained.py) where the line comes from the run; in-process where a function gives the same line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import lightning as L
 import pytest
 import torch
 from omegaconf import OmegaConf
+from trained import evaluate_in_process, evaluate_refused, one_line_error, train_refused
 
 from zoo.data import LanguageModelDataModule
 from zoo.data.glue import read_tsv
@@ -28,46 +30,18 @@ from zoo.entry.config_checks import check_config
 from zoo.entry.errors import hydra_errors_in_one_line, one_line_errors, user_message
 from zoo.models import GPT
 from zoo.optim.build import build_optimizer
-from zoo.tasks import CausalLMTask
 
-from conftest import ROOT, assert_ok, assert_one_line_error, run_script
+from conftest import ROOT, assert_one_line_error, run_script
 
 # A short run: no validation/test passes, no samples, no sweep metric.
 QUICK = ["validate=false", "test=false", "trainer.max_steps=2", "trainer.limit_val_batches=1", "optimized_metric=null"]
 
 
-@pytest.fixture(scope="module")
-def gpt_ckpt(tmp_path_factory) -> str:
-    """A gpt-nano checkpoint on tiny shakespeare (characters, block 32), two steps, as Lightning writes it."""
-    torch.manual_seed(0)
-    dm = LanguageModelDataModule(block_size=32, batch_size=4)
-    net = GPT.from_preset("gpt-nano", vocab_size=dm.tokenizer.vocab_size, block_size=32)
-    task = CausalLMTask(net, partial(torch.optim.AdamW, lr=1e-3), tokenizer=dm.tokenizer, num_samples=0)
-    trainer = L.Trainer(
-        max_steps=2,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-    )
-    trainer.fit(task, datamodule=dm)
-    path = tmp_path_factory.mktemp("gpt") / "last.ckpt"
-    trainer.save_checkpoint(path)
-    return str(path)
-
-
 # ---- item 7: a training split smaller than one batch ------------------------------------------------------------
-@pytest.mark.slow
 def test_training_split_smaller_than_a_batch_is_refused(tmp_path):
-    result = run_script(
-        "train.py", "experiment=bert_sst2", "data.max_train_rows=10", *QUICK, f"hydra.run.dir={tmp_path}"
-    )
-    assert_one_line_error(
-        result, "the training split has 10 rows but data.batch_size=32 with drop_last leaves no batch", "lower"
-    )
+    result = train_refused("experiment=bert_sst2", "data.max_train_rows=10", *QUICK, f"hydra.run.dir={tmp_path}")
+    assert "the training split has 10 rows but data.batch_size=32 with drop_last leaves no batch" in result.line
+    assert "lower" in result.line
     assert not (tmp_path / "result.json").exists()
 
 
@@ -96,10 +70,9 @@ def test_limit_train_batches_that_keeps_no_batch_is_refused():
 
 
 # ---- item 10: config values named by key ------------------------------------------------------------------------
-@pytest.mark.slow
 def test_a_non_integer_trainer_option_names_the_key(tmp_path):
-    result = run_script("train.py", "trainer.max_steps=abc", f"hydra.run.dir={tmp_path}")
-    assert_one_line_error(result, "trainer.max_steps must be an integer, got 'abc'")
+    result = train_refused("trainer.max_steps=abc", f"hydra.run.dir={tmp_path}")
+    assert "trainer.max_steps must be an integer, got 'abc'" in result.line
 
 
 @pytest.mark.parametrize(
@@ -205,36 +178,36 @@ def test_a_missing_value_names_the_key():
 
 # ---- eval.py ----------------------------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("run_dir", [False, True])
-def test_eval_without_ckpt_path(tmp_path, run_dir):
-    """As typed (the run directory is named after the checkpoint, so Hydra asks first) and with hydra.run.dir."""
-    args = [f"hydra.run.dir={tmp_path}"] if run_dir else []
-    result = run_script("eval.py", *args, cwd=tmp_path)
+def test_eval_without_ckpt_path(tmp_path):
+    """As typed: the run directory is named after the checkpoint, so Hydra asks first (before eval.py runs)."""
+    result = run_script("eval.py", cwd=tmp_path)
     assert_one_line_error(result, "ckpt_path", "ckpt_path=")
 
 
-@pytest.mark.slow
-def test_eval_of_a_gpt_checkpoint_on_images_is_refused(gpt_ckpt, tmp_path):
-    result = run_script("eval.py", f"ckpt_path={gpt_ckpt}", "data=mnist", f"hydra.run.dir={tmp_path}")
-    assert_one_line_error(result, "the checkpoint holds a gpt model for causal_lm, data=mnist is an image dataset")
-    assert "class_names" not in result.stderr
+def test_eval_without_ckpt_path_in_a_given_run_directory(tmp_path):
+    """With hydra.run.dir the start reaches the eval entry, which asks."""
+    result = evaluate_refused(f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert "ckpt_path" in result.line and "ckpt_path=" in result.line
 
 
-@pytest.mark.slow
-def test_eval_on_a_data_config_as_the_readme_documents(gpt_ckpt, tmp_path):
+def test_eval_of_a_gpt_checkpoint_on_images_is_refused(gpt_char_ckpt, tmp_path):
+    result = evaluate_refused(f"ckpt_path={gpt_char_ckpt}", "data=mnist", f"hydra.run.dir={tmp_path}")
+    assert "the checkpoint holds a gpt model for causal_lm, data=mnist is an image dataset" in result.line
+    assert "class_names" not in result.line
+
+
+def test_eval_on_a_data_config_as_the_readme_documents(gpt_char_ckpt, tmp_path):
     """`eval.py ckpt_path=... data=shakespeare_char`, as docs/training.md writes it: the data config interpolates
     ${seed}, which eval.yaml defines."""
-    result = run_script(
-        "eval.py",
-        f"ckpt_path={gpt_ckpt}",
+    result = evaluate_in_process(
+        f"ckpt_path={gpt_char_ckpt}",
         "data=shakespeare_char",
         "data.block_size=32",
         "split=val",
         "trainer.limit_val_batches=2",
         f"hydra.run.dir={tmp_path}",
     )
-    assert_ok(result)
-    assert "val/loss" in result.stdout
+    assert "val/loss" in result.stdout and result.value["val/loss"] > 0
 
 
 # ---- generate.py: options checked before the model loads -------------------------------------------------------
@@ -257,11 +230,10 @@ def test_generate_options_are_checked_before_the_checkpoint_is_read(tmp_path, ca
     assert stop.value.code == 1 and err.strip() == f"error: {message}"
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
-def test_generate_on_cuda_without_a_gpu(gpt_ckpt):
-    result = run_script("generate.py", gpt_ckpt, "--device", "cuda")
-    assert_one_line_error(result, "--device cuda: this machine has no usable CUDA GPU; use --device cpu")
+def test_generate_on_cuda_without_a_gpu(gpt_char_ckpt, capsys):
+    err = one_line_error(capsys, cli.generate, gpt_char_ckpt, "--device", "cuda")
+    assert "--device cuda: this machine has no usable CUDA GPU; use --device cpu" in err
 
 
 # ---- item 9: the machine says no (permissions, full disk, no network) -------------------------------------------

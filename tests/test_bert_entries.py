@@ -1,5 +1,6 @@
-"""BERT through the entry scripts, as a user runs them: pretraining, SST-2 fine-tuning (from scratch, from a zoo
-checkpoint, from a Hugging Face directory), evaluation, and one-line errors for bad input. Small data and few steps."""
+"""BERT through the train and eval entries (run in this process: tests/trained.py): pretraining, SST-2 fine-tuning
+(from scratch, from a zoo checkpoint, from a Hugging Face directory), evaluation, and one-line errors for bad input.
+Small data and few steps; the pretraining and from-scratch SST-2 runs are the session's (tests/trained.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ import csv
 
 import pytest
 import torch
-
-from conftest import assert_ok, run_script
-
-pytestmark = pytest.mark.slow
+from trained import evaluate_in_process, train_in_process, train_refused
 
 QUICK = [
     "trainer.max_steps=3",
@@ -28,17 +26,14 @@ def metrics(run_dir) -> list[dict]:
 
 
 def test_fast_dev_run_of_model_bert(tmp_path):
-    assert_ok(run_script("train.py", "model=bert", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}"))
+    result = train_in_process("model=bert", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}")
+    assert "Running in `fast_dev_run` mode" in result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module")
-def pretrained_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("bert_pretrain")
-    result = run_script(
-        "train.py", "experiment=bert_pretrain_wikitext2", *QUICK, *SMALL_WIKI, "test=false", f"hydra.run.dir={run_dir}"
-    )
-    assert_ok(result)
-    return run_dir
+def pretrained_run(bert_mlm_run):
+    """experiment=bert_pretrain_wikitext2 with QUICK and SMALL_WIKI, test=false (tests/trained.py, BERT_MLM_RUN)."""
+    return bert_mlm_run
 
 
 def test_pretraining_experiment_logs_mlm_and_nsp_metrics(pretrained_run):
@@ -56,31 +51,27 @@ def test_pretraining_experiment_logs_mlm_and_nsp_metrics(pretrained_run):
 
 
 def test_eval_of_a_pretraining_checkpoint(pretrained_run, tmp_path):
-    result = run_script(
-        "eval.py",
+    result = evaluate_in_process(
         f"ckpt_path={pretrained_run / 'checkpoints' / 'last.ckpt'}",
         "split=val",
         "trainer.limit_val_batches=2",
         f"hydra.run.dir={tmp_path}",
     )
-    assert_ok(result)
     assert "val/mlm_acc" in result.stdout and "val/nsp_acc" in result.stdout
 
 
-def test_sst2_experiment_from_scratch(tmp_path):
-    result = run_script("train.py", "experiment=bert_sst2", *QUICK, *SMALL_SST2, f"hydra.run.dir={tmp_path}")
-    assert_ok(result)
-    rows = metrics(tmp_path)
+def test_sst2_experiment_from_scratch(sst2_run):
+    """experiment=bert_sst2 with QUICK and SMALL_SST2 (rows of 24 tokens): the session's run (tests/trained.py)."""
+    rows = metrics(sst2_run)
     assert any(r.get("val/acc") for r in rows) and any(r.get("val/f1") for r in rows)
-    info = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["zoo"]
+    info = torch.load(sst2_run / "checkpoints" / "last.ckpt", weights_only=True)["zoo"]
     assert info["task"] == "sequence_classification" and info["model_config"]["num_labels"] == 2
 
 
 def test_sst2_with_a_masked_lm_phase_on_its_own_text(tmp_path):
     """model.mlm_steps=2: steps 0-1 minimize the masked-LM loss, the rest the classifier's; the checkpoint evaluates
     (its task rebuilds the MLM head it holds) and its model config is a plain classifier's."""
-    result = run_script(
-        "train.py",
+    result = train_in_process(
         "experiment=bert_sst2",
         *QUICK,
         *SMALL_SST2,
@@ -90,7 +81,6 @@ def test_sst2_with_a_masked_lm_phase_on_its_own_text(tmp_path):
         "test=false",
         f"hydra.run.dir={tmp_path}",
     )
-    assert_ok(result)
     losses = {int(r["step"]): float(r["train/loss"]) for r in metrics(tmp_path) if r.get("train/loss")}
     # A masked LM over an 800-token vocabulary starts near ln(800) = 6.7, the 2-way classifier near ln(2) = 0.69.
     assert sorted(losses) == [0, 1, 2, 3]
@@ -99,18 +89,16 @@ def test_sst2_with_a_masked_lm_phase_on_its_own_text(tmp_path):
     ckpt = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["zoo"]["model_config"]["head"] == "classification"
     assert any(k.startswith("task_mlm.head.") for k in ckpt["state_dict"])
-    result = run_script(
-        "eval.py", f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}", "split=val", f"hydra.run.dir={tmp_path / 'e'}"
+    result = evaluate_in_process(
+        f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}", "split=val", f"hydra.run.dir={tmp_path / 'e'}"
     )
-    assert_ok(result)
     assert "val/acc" in result.stdout
 
 
 def test_sst2_fine_tunes_a_zoo_pretraining_checkpoint(pretrained_run, tmp_path):
     """model.pretrained=<.ckpt>: the encoder and its WordPiece come from the checkpoint, the classifier is new."""
     ckpt = pretrained_run / "checkpoints" / "last.ckpt"
-    result = run_script(
-        "train.py",
+    result = train_in_process(
         "experiment=bert_sst2",
         *QUICK,
         *SMALL_SST2,
@@ -118,7 +106,6 @@ def test_sst2_fine_tunes_a_zoo_pretraining_checkpoint(pretrained_run, tmp_path):
         "test=false",
         f"hydra.run.dir={tmp_path}",
     )
-    assert_ok(result)
     assert "newly initialized: classifier.bias, classifier.weight" in result.stdout + result.stderr
     source = torch.load(ckpt, weights_only=True)
     tuned = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
@@ -147,8 +134,7 @@ def test_sst2_fine_tunes_a_hugging_face_directory(tmp_path, data_dir):
     )
     transformers.BertForPreTraining(config).save_pretrained(hf_dir)
     run_dir = tmp_path / "run"
-    result = run_script(
-        "train.py",
+    train_in_process(
         "experiment=bert_sst2",
         *QUICK,
         *SMALL_SST2,
@@ -156,7 +142,6 @@ def test_sst2_fine_tunes_a_hugging_face_directory(tmp_path, data_dir):
         "test=false",
         f"hydra.run.dir={run_dir}",
     )
-    assert_ok(result)
     info = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["zoo"]
     assert info["model_config"]["hidden_size"] == 32 and info["model_config"]["vocab_size"] == 600
 
@@ -174,8 +159,6 @@ def test_sst2_fine_tunes_a_hugging_face_directory(tmp_path, data_dir):
     ],
 )
 def test_bad_input_is_a_one_line_error(tmp_path, overrides, fragments):
-    result = run_script("train.py", *overrides, f"hydra.run.dir={tmp_path}")
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    result = train_refused(*overrides, f"hydra.run.dir={tmp_path}")
     for fragment in fragments:
-        assert fragment in result.stderr, f"{fragment!r} not in:\n{result.stderr[-3000:]}"
+        assert fragment in result.line

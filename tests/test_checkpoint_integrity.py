@@ -1,6 +1,6 @@
 """Checkpoints a run can trust: atomic writes that survive SIGKILL with TMPDIR elsewhere, resume that picks the newest
 checkpoint that made progress, a weights checksum verified at every load, and one-line refusals (another model, a
-pickle that runs code) through the real entry points."""
+pickle that runs code) through the entries (run in this process: tests/trained.py; eval.py as a process too)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,19 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
+from trained import GPT_CHAR_RUN, evaluate_refused, one_line_error, train_in_process, train_refused
 
 from zoo.checkpointing.atomic_io import AtomicCheckpointIO, remove_orphans, temp_path
 from zoo.checkpointing.choosing import newest_checkpoint
 from zoo.checkpointing.reading import check_checkpoint_file, read_checkpoint, torch_load_weights
 from zoo.checkpointing.weights_checksum import verify_checkpoint
+from zoo.entry import cli
 from zoo.entry.resolvers import resolve_ckpt_path
 
 from conftest import QUIET_SHORT_RUN, ROOT, assert_ok, assert_one_line_error, run_script
 
 FAST = [*QUIET_SHORT_RUN, "optimized_metric=null"]
+STEPS = 20  # of the shared GPT run (tests/trained.py, GPT_CHAR_RUN)
 
 
 def step_of(path: Path) -> int:
@@ -32,11 +35,11 @@ def step_of(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def good_run(tmp_path_factory) -> Path:
-    """A real 4-step GPT run; tests copy its directory before changing anything."""
-    run = tmp_path_factory.mktemp("good") / "run"
-    assert_ok(run_script("train.py", *FAST, "trainer.max_steps=4", f"hydra.run.dir={run}"))
-    return run
+def good_run(gpt_char_run) -> Path:
+    """A real GPT run of the train entry (the session's, 20 steps); tests copy its directory before changing
+    anything."""
+    assert step_of(gpt_char_run / "checkpoints" / "last.ckpt") == STEPS
+    return gpt_char_run
 
 
 def corrupted_copy(source: Path, target: Path) -> Path:
@@ -75,14 +78,22 @@ def test_checksum_recorded_and_verified(good_run):
         verify_checkpoint(checkpoint, "x")
 
 
-def test_corrupted_weights_refused_by_train_eval_generate(good_run, tmp_path):
+def test_corrupted_weights_refused_by_train_eval_generate(good_run, tmp_path, capsys):
     bad = corrupted_copy(good_run / "checkpoints" / "last.ckpt", tmp_path / "bad.ckpt")
     message = f"{bad}: weights do not match their checksum (the file is corrupted)"
-    train = run_script("train.py", *FAST, f"ckpt_path={bad}", "trainer.max_steps=6", f"hydra.run.dir={tmp_path / 'r'}")
-    assert_one_line_error(train, message)
+    train = train_refused(*FAST, f"ckpt_path={bad}", "trainer.max_steps=6", f"hydra.run.dir={tmp_path / 'r'}")
+    assert message in train.line
     assert not (tmp_path / "r" / "checkpoints").exists()  # refused before anything was written
-    assert_one_line_error(run_script("eval.py", f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'e'}"), message)
-    assert_one_line_error(run_script("generate.py", str(bad), "--max-new-tokens", "5"), message)
+    assert message in evaluate_refused(f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'e'}").line
+    assert message in one_line_error(capsys, cli.generate, bad, "--max-new-tokens", "5")
+
+
+@pytest.mark.slow
+def test_eval_py_refuses_corrupted_weights_in_one_line(good_run, tmp_path):
+    """eval.py's own one-line error and exit status for an error its entry raises, as a user sees them."""
+    bad = corrupted_copy(good_run / "checkpoints" / "last.ckpt", tmp_path / "bad.ckpt")
+    result = run_script("eval.py", f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'e'}")
+    assert_one_line_error(result, f"{bad}: weights do not match their checksum (the file is corrupted)")
 
 
 def test_lightning_resume_verifies_the_checksum(good_run, tmp_path):
@@ -228,23 +239,23 @@ def test_sigkill_during_saves_never_breaks_last_ckpt(tmp_path):
 
 
 # ---- item 5: resume picks the right checkpoint -----------------------------------------------------------------
-@pytest.mark.slow
 def test_resume_last_skips_a_failed_start_and_a_truncated_file(good_run, tmp_path):
     logs = tmp_path / "logs"
-    runs = logs / "train" / "runs"
+    runs = logs / "gpt_shakespeare_char" / "runs"  # the recipe's task_name
     shutil.copytree(good_run, runs / "2026-01-01_00-00-00")
     good = runs / "2026-01-01_00-00-00" / "checkpoints" / "last.ckpt"
-    common = [*FAST, f"paths.log_dir={logs}"]
+    # The command of the good run (its recorded overrides), but for its length.
+    common = [*(o for o in GPT_CHAR_RUN if not o.startswith("trainer.max_steps=")), f"paths.log_dir={logs}"]
     # A later run that fails at its start (an invalid optimizer setting, raised inside fit): zoo writes no
     # checkpoint for it; Lightning's own OnExceptionCheckpoint, as zoo had it, leaves a step-0 on_exception.ckpt,
     # the newest checkpoint on disk.
     # (torch checks eps when the optimizer is built, inside fit; the config checks do not look at it)
     bad_start = [*common, "+model.optimizer.eps=-1"]
-    failed = run_script("train.py", *bad_start)
-    assert_one_line_error(failed, "Invalid epsilon value")
+    failed = train_refused(*bad_start)
+    assert "Invalid epsilon value" in failed.line
     assert list(runs.glob("*/checkpoints/on_exception.ckpt")) == []
     lightning_own = "callbacks.on_exception._target_=lightning.pytorch.callbacks.OnExceptionCheckpoint"
-    assert run_script("train.py", *bad_start, lightning_own).returncode != 0
+    train_refused(*bad_start, lightning_own)
     (step0,) = list(runs.glob("*/checkpoints/on_exception.ckpt"))
     assert step_of(step0) == 0
     # And a run whose last.ckpt was cut short (an old non-atomic save killed midway), newer still.
@@ -257,13 +268,12 @@ def test_resume_last_skips_a_failed_start_and_a_truncated_file(good_run, tmp_pat
         shutil.rmtree(run / ".hydra", ignore_errors=True)
         shutil.copytree(good.parent.parent / ".hydra", run / ".hydra")
 
-    resumed = run_script("train.py", *common, "ckpt_path=last", "trainer.max_steps=6")
-    assert_ok(resumed)
+    resumed = train_in_process(*common, "ckpt_path=last", f"trainer.max_steps={STEPS + 2}")
     output = resumed.stdout + resumed.stderr
     chosen = [line for line in output.splitlines() if "checkpoint chosen:" in line]
-    assert len(chosen) == 1 and f"{good} (step 4)" in chosen[0], output[-3000:]
+    assert len(chosen) == 1 and f"{good} (step {STEPS})" in chosen[0], output[-3000:]
     assert f"{step0} (no progress (step 0" in chosen[0] and f"{truncated} (is not a readable checkpoint" in chosen[0]
-    assert step_of(good) == 6  # resumed from step 4 in place, to step 6
+    assert step_of(good) == STEPS + 2  # resumed from the good run's last step in place, two steps further
 
 
 def test_run_dir_continues_the_run_with_the_newest_good_checkpoint(good_run, tmp_path):
@@ -307,18 +317,13 @@ def test_ckpt_path_last_with_nothing_usable_is_one_line(tmp_path):
 
 
 # ---- item 9: one line, through the entry points -----------------------------------------------------------------
-@pytest.mark.slow
 def test_another_models_checkpoint_is_one_line(good_run, tmp_path):
     last = good_run / "checkpoints" / "last.ckpt"
-    result = run_script(
-        "train.py",
-        *FAST,
-        f"ckpt_path={last}",
-        "model.net.n_embd=64",
-        "trainer.max_steps=6",
-        f"hydra.run.dir={tmp_path}",
+    result = train_refused(
+        *FAST, f"ckpt_path={last}", "model.net.n_embd=64", "trainer.max_steps=6", f"hydra.run.dir={tmp_path}"
     )
-    assert_one_line_error(result, f"ckpt_path {last} holds a gpt model with n_embd=128", "builds a gpt with n_embd=64")
+    assert f"ckpt_path {last} holds a gpt model with n_embd=128" in result.line
+    assert "builds a gpt with n_embd=64" in result.line
     assert not (tmp_path / "checkpoints" / "on_exception.ckpt").exists()
 
 
@@ -358,12 +363,11 @@ def test_pickle_payload_refused_by_train_and_bert_pretrained(tmp_path):
     evil = tmp_path / "evil.ckpt"
     torch.save({"state_dict": {}, "global_step": 3, "zoo": Payload(marker)}, evil)
     refusal = f"{evil} was refused: it contains code (pickled Python objects), not weights"
-    assert_one_line_error(run_script("train.py", f"ckpt_path={evil}", f"hydra.run.dir={tmp_path / 'r'}"), refusal)
+    assert refusal in train_refused(f"ckpt_path={evil}", f"hydra.run.dir={tmp_path / 'r'}").line
     # As docs/models.md writes it: data.pretrained follows model.pretrained, so the data module reads the file first
     # (for the tokenizer it stores) and must refuse it the same way.
     bert = ["experiment=bert_sst2", f"model.pretrained={evil}", f"hydra.run.dir={tmp_path / 'b'}"]
-    result = run_script("train.py", *bert)
-    assert_one_line_error(result, refusal)
+    assert refusal in train_refused(*bert).line
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "config.json").write_text('{"model_type": "bert"}')

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torchvision
 from torch import nn
+from trained import evaluate_in_process, train_in_process
 
 from zoo.checkpointing.reading import load_model_from_checkpoint
 from zoo.data import ImageClassificationDataModule
@@ -19,8 +20,6 @@ from zoo.data.images import dataset_labels
 from zoo.models import CNN, MODEL_TYPES
 from zoo.tasks import ImageClassificationTask
 from zoo.tasks.base import ZooTask
-
-from conftest import assert_ok, run_script
 
 
 def test_resnet18_preset_is_torchvisions_resnet18_with_a_3x3_stem():
@@ -101,8 +100,8 @@ def test_cnn_trains_on_mnist_and_its_checkpoint_reloads(mnist, tmp_path):
     torch.testing.assert_close(model(images), expected)
 
 
-@pytest.mark.slow
-def test_train_py_model_cnn_data_mnist_then_eval(tmp_path, data_dir):
+def test_train_entry_model_cnn_data_mnist_then_eval(tmp_path, data_dir):
+    """The train and eval entries (run in this process: tests/trained.py)."""
     run_dir = tmp_path / "run"
     short = [
         "trainer.max_steps=3",
@@ -110,18 +109,16 @@ def test_train_py_model_cnn_data_mnist_then_eval(tmp_path, data_dir):
         "trainer.limit_val_batches=2",
         "trainer.log_every_n_steps=1",
     ]
-    assert_ok(run_script("train.py", "model=cnn", "data=mnist", *short, "test=false", f"hydra.run.dir={run_dir}"))
+    train_in_process("model=cnn", "data=mnist", *short, "test=false", f"hydra.run.dir={run_dir}")
     rows = list(csv.DictReader(Path(run_dir / "csv" / "metrics.csv").read_text().splitlines()))
     assert [r for r in rows if r.get("val/acc")] and [r for r in rows if r.get("train/loss")]
     assert any(r.get("train/images_per_sec") for r in rows) and any(r.get("train/mfu") for r in rows)  # as ViT
-    result = run_script(
-        "eval.py",
+    result = evaluate_in_process(
         f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}",
         "split=val",
         "++trainer.limit_val_batches=2",
         f"hydra.run.dir={tmp_path / 'eval'}",
     )
-    assert_ok(result)
     assert "val/acc" in result.stdout
 
 

@@ -1,4 +1,6 @@
-"""The entry scripts run as a user runs them: train.py, generate.py and eval.py in subprocesses, on real data."""
+"""The entries on real data: what train, generate and eval produce (run in this process: tests/trained.py), and the
+scripts train.py, generate.py and eval.py run as a user runs them (subprocesses) where the process is the point: the
+README's commands, Hydra's own messages, the one-line error and exit status, DDP's processes."""
 
 from __future__ import annotations
 
@@ -13,22 +15,25 @@ from pathlib import Path
 
 import pytest
 import torch
+from trained import evaluate_in_process, evaluate_refused, one_line_error, train_in_process, train_refused
+
+from zoo.entry import cli
 
 from conftest import assert_ok, assert_one_line_error, run_script
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(gpt_char_run):
     """A short run of nanoGPT's recipe: 20 steps, then validation and test (tiny shakespeare, which the package
-    ships: the same text with or without a data directory)."""
-    run_dir = tmp_path_factory.mktemp("run")
-    result = run_script(
-        "train.py", "experiment=gpt_shakespeare_char", "trainer.max_steps=20", f"hydra.run.dir={run_dir}"
-    )
-    assert_ok(result)
-    return run_dir
+    ships: the same text with or without a data directory); tests/trained.py, GPT_CHAR_RUN."""
+    return gpt_char_run
+
+
+def generated(capsys, *argv) -> str:
+    """What generate.py prints for `argv`, run in this process."""
+    capsys.readouterr()
+    cli.generate([str(a) for a in argv])
+    return capsys.readouterr().out
 
 
 def test_experiment_run_writes_config_metrics_and_checkpoint(trained):
@@ -54,6 +59,7 @@ def test_run_says_where_its_wall_time_went(trained):
     assert phases == pytest.approx(times["time/total_s"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_process_start_time_is_when_the_process_started():
     """Read from /proc in a child that sleeps 1 s first: its start lies >= 1 s before its own clock, and after the
     moment this test launched it (a wrong field of /proc/self/stat gives hours or days)."""
@@ -76,44 +82,63 @@ def test_checkpoint_loads_weights_only_with_clean_names(trained):
     assert checkpoint["zoo"]["model_config"]["n_embd"] == 128
 
 
-def test_generate_is_seeded_and_continues_the_prompt(trained):
-    ckpt = str(trained / "checkpoints" / "last.ckpt")
-    args = [ckpt, "--prompt", "ROMEO:", "--max-new-tokens", "100", "--seed", "7"]
-    first, second = run_script("generate.py", *args), run_script("generate.py", *args)
-    assert_ok(first)
-    assert first.stdout == second.stdout
-    text = first.stdout.split("----- sample 0 -----\n", 1)[1]
+GENERATE = ["--prompt", "ROMEO:", "--max-new-tokens", "100", "--seed", "7"]
+
+
+def test_generate_is_seeded_and_continues_the_prompt(trained, capsys):
+    ckpt = trained / "checkpoints" / "last.ckpt"
+    first, second = generated(capsys, ckpt, *GENERATE), generated(capsys, ckpt, *GENERATE)
+    assert first == second
+    text = first.split("----- sample 0 -----\n", 1)[1]
     assert text.startswith("ROMEO:") and len(text.rstrip("\n")) >= 100
-    other = run_script("generate.py", *args[:-1], "8")
-    assert other.stdout != first.stdout
+    other = generated(capsys, ckpt, *GENERATE[:-1], "8")
+    assert other != first
 
 
-def test_generate_rejects_bad_prompts(trained):
+@pytest.mark.slow
+def test_readme_generate_command(trained, capsys):
+    """generate.py as a user runs it (the README's command, with a shorter sample): the samples of the same seed."""
+    result = run_script("generate.py", str(trained / "checkpoints" / "last.ckpt"), *GENERATE)
+    assert_ok(result)
+    assert result.stdout == generated(capsys, trained / "checkpoints" / "last.ckpt", *GENERATE)
+
+
+@pytest.mark.slow
+def test_generate_rejects_bad_prompts_in_one_line(trained):
+    """generate.py's one-line error and exit status, as a user sees them."""
     ckpt = str(trained / "checkpoints" / "last.ckpt")
     assert_one_line_error(
         run_script("generate.py", ckpt, "--prompt", "caf\u00e9 \u20ac"), "not in the character vocabulary"
     )
-    assert_one_line_error(run_script("generate.py", ckpt, "--prompt", "x" * 65), "65 tokens", "context is 64")
 
 
-def test_generate_rejects_other_checkpoints(trained, tmp_path):
+def test_generate_rejects_a_prompt_longer_than_the_context(trained, capsys):
+    err = one_line_error(capsys, cli.generate, trained / "checkpoints" / "last.ckpt", "--prompt", "x" * 65)
+    assert "65 tokens" in err and "context is 64" in err
+
+
+def test_generate_rejects_other_checkpoints(trained, tmp_path, capsys):
     checkpoint = torch.load(trained / "checkpoints" / "last.ckpt", weights_only=True)
     checkpoint["zoo"].update(task="image_classification", model_type="vit")
     torch.save(checkpoint, tmp_path / "vit.ckpt")
-    assert_one_line_error(run_script("generate.py", str(tmp_path / "vit.ckpt")), "vit", "'causal_lm' checkpoint")
+    err = one_line_error(capsys, cli.generate, tmp_path / "vit.ckpt")
+    assert "vit" in err and "'causal_lm' checkpoint" in err
     (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
-    assert_one_line_error(run_script("generate.py", str(tmp_path / "junk.ckpt")), "not a readable checkpoint")
-    assert_one_line_error(run_script("generate.py", str(tmp_path / "missing.ckpt")), "checkpoint not found")
+    assert "not a readable checkpoint" in one_line_error(capsys, cli.generate, tmp_path / "junk.ckpt")
+    assert "checkpoint not found" in one_line_error(capsys, cli.generate, tmp_path / "missing.ckpt")
 
 
 def test_eval_on_test_split(trained, tmp_path):
-    result = run_script(
-        "eval.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "split=test", f"hydra.run.dir={tmp_path}"
+    result = evaluate_in_process(
+        f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
+        "split=test",
+        "++trainer.limit_test_batches=4",  # the whole split: test_readme_eval_command_as_written
+        f"hydra.run.dir={tmp_path}",
     )
-    assert_ok(result)
-    assert "test/loss" in result.stdout
+    assert "test/loss" in result.stdout and result.value["test/loss"] > 0
 
 
+@pytest.mark.slow
 def test_readme_eval_command_as_written(trained, tmp_path):
     """`python eval.py ckpt_path=<run>/checkpoints/last.ckpt split=test`, exactly as the README writes it: no
     hydra.run.dir, started from some directory (its run goes to ./logs there)."""
@@ -138,8 +163,8 @@ def test_eval_refuses_a_checkpoint_whose_data_config_names_code(trained, tmp_pat
     base = checkpoint["datamodule_hyper_parameters"]
     checkpoint["datamodule_hyper_parameters"] = crafted_data(base, f"touch {marker}", where)
     torch.save(checkpoint, tmp_path / "crafted.ckpt")
-    result = run_script("eval.py", f"ckpt_path={tmp_path / 'crafted.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}")
-    assert_one_line_error(result, "_target_", "may not name code")
+    result = evaluate_refused(f"ckpt_path={tmp_path / 'crafted.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert "_target_" in result.line and "may not name code" in result.line
     assert not marker.exists()
 
 
@@ -147,8 +172,8 @@ def test_eval_refuses_an_unknown_recorded_datamodule(trained, tmp_path):
     checkpoint = torch.load(trained / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     checkpoint["zoo"]["datamodule"] = "subprocess.Popen"
     torch.save(checkpoint, tmp_path / "crafted.ckpt")
-    result = run_script("eval.py", f"ckpt_path={tmp_path / 'crafted.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}")
-    assert_one_line_error(result, "unknown DataModule 'subprocess.Popen'")
+    result = evaluate_refused(f"ckpt_path={tmp_path / 'crafted.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert "unknown DataModule 'subprocess.Popen'" in result.line
 
 
 def test_resume_continues_step_count(trained, tmp_path):
@@ -156,22 +181,23 @@ def test_resume_continues_step_count(trained, tmp_path):
     ckpt = tmp_path / "start.ckpt"
     shutil.copy(trained / "checkpoints" / "last.ckpt", ckpt)
     run_dir = tmp_path / "resumed"
-    result = run_script(
-        "train.py",
+    train_in_process(
         "experiment=gpt_shakespeare_char",
         "trainer.max_steps=30",
         f"ckpt_path={ckpt}",
         "test=false",
+        "trainer.limit_val_batches=2",
         f"hydra.run.dir={run_dir}",
     )
-    assert_ok(result)
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 30
 
 
 def test_fast_dev_run_of_the_main_command(tmp_path):
-    assert_ok(run_script("train.py", "model=gpt", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}"))
+    result = train_in_process("model=gpt", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}")
+    assert "Running in `fast_dev_run` mode" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_unknown_model_name(tmp_path):
     result = run_script("train.py", "model=gpt5", f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0
@@ -187,17 +213,21 @@ def test_unknown_model_name(tmp_path):
     ],
 )
 def test_bad_model_options(tmp_path, overrides, fragments):
-    assert_one_line_error(run_script("train.py", *overrides, f"hydra.run.dir={tmp_path}"), *fragments)
+    result = train_refused(*overrides, f"hydra.run.dir={tmp_path}")
+    for fragment in fragments:
+        assert fragment in result.line
 
 
 def test_missing_dataset_names_the_path(tmp_path):
     """A dataset the package does not ship (tiny shakespeare it does), not downloaded: conftest sets ZOO_OFFLINE=1."""
-    result = run_script(
-        "train.py", "model=transformer", f"hydra.run.dir={tmp_path}", env={"ZOO_DATA_DIR": str(tmp_path / "nowhere")}
+    result = train_refused(
+        "model=transformer", f"hydra.run.dir={tmp_path}", env={"ZOO_DATA_DIR": str(tmp_path / "nowhere")}
     )
-    assert_one_line_error(result, str(tmp_path / "nowhere" / "multi30k" / "train.de.gz"), "ZOO_DATA_DIR", "ZOO_OFFLINE")
+    for fragment in (str(tmp_path / "nowhere" / "multi30k" / "train.de.gz"), "ZOO_DATA_DIR", "ZOO_OFFLINE"):
+        assert fragment in result.line
 
 
+@pytest.mark.slow
 def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
     """trainer=ddp_sim: two gloo processes train together and write one run directory and one checkpoint."""
     run_dir = tmp_path / "ddp"
@@ -217,6 +247,7 @@ def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
     assert not (Path.cwd() / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_override_of_a_missing_key_suggests_the_nearest(tmp_path):
     result = run_script("train.py", "trainer.max_step=5", f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0 and "Key 'max_step' is not in struct" in result.stderr
@@ -225,8 +256,7 @@ def test_override_of_a_missing_key_suggests_the_nearest(tmp_path):
 
 def test_bf16_mixed_with_clipping_and_fused_adamw(tmp_path):
     """Lightning refuses fused optimizers with clipping under *-mixed precision; the task falls back and trains."""
-    result = run_script(
-        "train.py",
+    result = train_in_process(
         "trainer.precision=bf16-mixed",
         "trainer.max_steps=3",
         "test=false",
@@ -234,10 +264,11 @@ def test_bf16_mixed_with_clipping_and_fused_adamw(tmp_path):
         "trainer.limit_val_batches=1",
         f"hydra.run.dir={tmp_path}",
     )
-    assert_ok(result)
     assert "using the foreach implementation instead" in result.stdout + result.stderr
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
 
 
+@pytest.mark.slow
 def test_keep_freed_memory_stops_page_faults_on_reallocation():
     """After keep_freed_memory(), a freed 64 MB tensor's pages are reused instead of faulted in again."""
     code = """

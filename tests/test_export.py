@@ -1,6 +1,7 @@
-"""zoo-export: real checkpoints (a 2-step fit of each task on real data) exported and loaded with `transformers`
-(AutoModel*, AutoTokenizer, AutoImageProcessor, pipelines) give zoo's logits, token ids and labels; zoo's own format
-round-trips exactly; bad inputs stop with one line."""
+"""zoo-export: real checkpoints (the session's short runs of each task on real data, tests/trained.py, and a 2-step
+fit of a ViT that has a Hugging Face class) exported and loaded with `transformers` (AutoModel*, AutoTokenizer,
+AutoImageProcessor, pipelines) give zoo's logits, token ids and labels; zoo's own format round-trips exactly; bad
+inputs stop with one line."""
 
 from __future__ import annotations
 
@@ -20,22 +21,17 @@ transformers = pytest.importorskip("transformers")
 
 from zoo.checkpointing.reading import load_model_from_checkpoint  # noqa: E402
 from zoo.data import (  # noqa: E402  # noqa: E402
-    BertPretrainingDataModule,
-    GlueDataModule,
     ImageClassificationDataModule,
-    LanguageModelDataModule,
     resolve_dataset,
     tokenizer_from_json,
 )
 from zoo.data.image_sources import load_mnist  # noqa: E402
 from zoo.entry.export import main as export_main  # noqa: E402
-from zoo.models import BERT, GPT, Transformer, ViT, ZooModel  # noqa: E402
+from zoo.models import GPT, Transformer, ViT, ZooModel  # noqa: E402
 from zoo.tasks import (  # noqa: E402
-    BertPretrainingTask,
     CausalLMTask,
     ImageClassificationTask,
     Seq2SeqTask,
-    SequenceClassificationTask,
 )
 
 from conftest import run_module  # noqa: E402
@@ -77,61 +73,15 @@ def shakespeare_val(n_chars: int = 1500) -> str:
 
 
 # ---- checkpoints -----------------------------------------------------------------------------------------------
-def gpt_checkpoint(tmp_path_factory, tokenizer: str) -> str:
-    torch.manual_seed(0)
-    dm = LanguageModelDataModule(tokenizer=tokenizer, bpe_vocab_size=512, block_size=32, batch_size=4)
-    dm.prepare_data()
-    net = GPT.from_preset("gpt-nano", vocab_size=dm.tokenizer.vocab_size, block_size=32)
-    task = CausalLMTask(net, adamw(), tokenizer=dm.tokenizer, num_samples=0)
-    return fit_and_save(task, dm, tmp_path_factory.mktemp(f"gpt_{tokenizer}") / "last.ckpt")
+# gpt_char_ckpt and gpt_bpe_ckpt: session fixtures (tests/trained.py).
+@pytest.fixture(scope="module")
+def bert_pretraining_ckpt(bert_mlm_run) -> str:
+    return str(bert_mlm_run / "checkpoints" / "last.ckpt")
 
 
 @pytest.fixture(scope="module")
-def gpt_bpe_ckpt(tmp_path_factory) -> str:
-    return gpt_checkpoint(tmp_path_factory, "bpe")
-
-
-@pytest.fixture(scope="module")
-def gpt_char_ckpt(tmp_path_factory) -> str:
-    return gpt_checkpoint(tmp_path_factory, "char")
-
-
-@pytest.fixture(scope="module")
-def bert_pretraining_ckpt(tmp_path_factory) -> str:
-    torch.manual_seed(0)
-    dm = BertPretrainingDataModule(
-        train_files=["wikitext2/wiki.valid.raw"],
-        val_files=["wikitext2/wiki.test.raw"],
-        document_format="wikitext",
-        vocab_size=1000,
-        block_size=64,
-        batch_size=4,
-        dupe_factor=1,
-        max_documents=20,
-    )
-    dm.prepare_data()
-    net = BERT.from_preset(
-        "bert-tiny", vocab_size=dm.tokenizer.vocab_size, pad_token_id=dm.tokenizer.pad_id, max_position_embeddings=128
-    )
-    task = BertPretrainingTask(net, adamw(), tokenizer=dm.tokenizer)
-    return fit_and_save(task, dm, tmp_path_factory.mktemp("bert_mlm") / "last.ckpt")
-
-
-@pytest.fixture(scope="module")
-def sst2_ckpt(tmp_path_factory) -> str:
-    torch.manual_seed(0)
-    dm = GlueDataModule(vocab_size=1000, block_size=64, batch_size=8, max_train_rows=2000, max_val_rows=64)
-    dm.prepare_data()
-    net = BERT.from_preset(
-        "bert-tiny",
-        head="classification",
-        vocab_size=dm.tokenizer.vocab_size,
-        pad_token_id=dm.tokenizer.pad_id,
-        num_labels=2,
-        max_position_embeddings=128,
-    )
-    task = SequenceClassificationTask(net, adamw(), tokenizer=dm.tokenizer)
-    return fit_and_save(task, dm, tmp_path_factory.mktemp("bert_sst2") / "last.ckpt")
+def sst2_ckpt(sst2_run) -> str:
+    return str(sst2_run / "checkpoints" / "last.ckpt")
 
 
 @pytest.fixture(scope="module")
@@ -514,6 +464,7 @@ def test_bad_inputs_stop_with_one_line(capsys, tmp_path, sst2_ckpt):
     assert "not empty" in one_line_error(capsys, [sst2_ckpt, tmp_path / "full"])
 
 
+@pytest.mark.slow
 def test_python_dash_m_zoo_export_and_labels_override(sst2_ckpt, tmp_path):
     result = run_module("zoo.export", str(sst2_ckpt), str(tmp_path / "hf"), "--labels", "neg,pos", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

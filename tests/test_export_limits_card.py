@@ -1,15 +1,14 @@
 """What travels with an export besides the weights: the trained context (generation_config.json's max_length, the
 tokenizer's model_max_length) and a model card (README.md) with the model, its data, recipe, measured metrics,
-command and limits. Exports of a real train.py run and of an in-process fit, loaded with transformers."""
+command and limits. Exports of the session's runs (tests/trained.py: a GPT and an SST-2 classifier trained by the
+train entry), loaded with transformers."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import shutil
-from functools import partial
 
-import lightning as L
 import pytest
 import torch
 import yaml
@@ -20,35 +19,21 @@ from huggingface_hub import ModelCard  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from zoo.checkpointing.reading import load_model_from_checkpoint  # noqa: E402
-from zoo.data import GlueDataModule, tokenizer_from_json  # noqa: E402
+from zoo.data import tokenizer_from_json  # noqa: E402
 from zoo.data.glue import truncate_longest_first  # noqa: E402
 from zoo.entry.export import main as export_main  # noqa: E402
-from zoo.models import BERT  # noqa: E402
-from zoo.tasks import SequenceClassificationTask  # noqa: E402
 
-from conftest import QUIET_SHORT_RUN, assert_ok, run_script  # noqa: E402
-
-CONTEXT = 32  # data.block_size of the GPT run: the model's positions too
-BERT_CONTEXT, BERT_POSITIONS = 24, 128  # a BERT with more position rows than its training rows used
+CONTEXT = 64  # data.block_size of the GPT run (tests/trained.py, GPT_CHAR_RUN: the recipe's): its positions too
+STEPS = 20  # its trainer.max_steps
+BERT_CONTEXT = 24  # data.block_size of the SST-2 run (SST2_RUN), fewer than the model's position rows
 
 
 @pytest.fixture(scope="module")
-def gpt_run(tmp_path_factory):
-    """A real run of train.py (char GPT on tiny shakespeare): checkpoint, result.json, .hydra/overrides.yaml."""
-    run_dir = tmp_path_factory.mktemp("gpt_run")
-    overrides = [o for o in QUIET_SHORT_RUN if o != "validate=false"]
-    result = run_script(
-        "train.py",
-        *overrides,
-        "trainer.max_steps=3",
-        "trainer.limit_val_batches=2",
-        "optimized_metric=val/loss",
-        "model.net.name=gpt-nano",
-        f"data.block_size={CONTEXT}",
-        f"hydra.run.dir={run_dir}",
-    )
-    assert_ok(result)
-    return run_dir
+def gpt_run(gpt_char_run):
+    """A run of the train entry (char GPT on tiny shakespeare): checkpoint, result.json, .hydra/overrides.yaml."""
+    checkpoint = torch.load(gpt_char_run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["zoo"]["model_config"]["block_size"] == CONTEXT and checkpoint["global_step"] == STEPS
+    return gpt_char_run
 
 
 def export(checkpoint, directory, *extra) -> None:
@@ -56,7 +41,6 @@ def export(checkpoint, directory, *extra) -> None:
 
 
 # ---- item: limits travel with the model -------------------------------------------------------------------------
-@pytest.mark.slow
 @torch.no_grad()
 def test_gpt_export_carries_its_context_and_generation_stays_inside_it(gpt_run, tmp_path):
     checkpoint = gpt_run / "checkpoints" / "last.ckpt"
@@ -88,44 +72,26 @@ def test_gpt_export_carries_its_context_and_generation_stays_inside_it(gpt_run, 
     assert len(out[0]["generated_token_ids"]) == CONTEXT
 
 
-def fit_sst2_checkpoint(path) -> str:
-    torch.manual_seed(0)
-    dm = GlueDataModule(vocab_size=800, block_size=BERT_CONTEXT, batch_size=8, max_train_rows=400, max_val_rows=16)
-    dm.prepare_data()
-    net = BERT.from_preset(
-        "bert-tiny",
-        head="classification",
-        vocab_size=dm.tokenizer.vocab_size,
-        pad_token_id=dm.tokenizer.pad_id,
-        num_labels=2,
-        max_position_embeddings=BERT_POSITIONS,
-    )
-    task = SequenceClassificationTask(net, partial(torch.optim.AdamW, lr=1e-3), tokenizer=dm.tokenizer)
-    trainer = L.Trainer(
-        max_steps=2,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-    )
-    trainer.fit(task, datamodule=dm)
-    trainer.save_checkpoint(path)
-    return str(path)
+@pytest.fixture(scope="module")
+def sst2_checkpoint(sst2_run) -> str:
+    return str(sst2_run / "checkpoints" / "last.ckpt")
 
 
 @pytest.fixture(scope="module")
-def sst2_checkpoint(tmp_path_factory) -> str:
-    return fit_sst2_checkpoint(tmp_path_factory.mktemp("bert_sst2") / "model.ckpt")
+def bert_positions(sst2_checkpoint) -> int:
+    """The classifier's position rows, more than the rows it was trained on."""
+    positions = torch.load(sst2_checkpoint, weights_only=True)["zoo"]["model_config"]["max_position_embeddings"]
+    assert positions > BERT_CONTEXT
+    return positions
 
 
 @torch.no_grad()
-def test_bert_export_declares_its_positions_and_a_tokenizer_that_cuts_at_the_trained_context(sst2_checkpoint, tmp_path):
+def test_bert_export_declares_its_positions_and_a_tokenizer_that_cuts_at_the_trained_context(
+    sst2_checkpoint, bert_positions, tmp_path
+):
     export(sst2_checkpoint, tmp_path / "hf")
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert config["max_position_embeddings"] == BERT_POSITIONS  # the model's own rows, as its weights have them
+    assert config["max_position_embeddings"] == bert_positions  # the model's own rows, as its weights have them
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     assert tokenizer.model_max_length == BERT_CONTEXT
 
@@ -152,7 +118,6 @@ def card_of(directory) -> tuple[ModelCard, str]:
     return card, card.text
 
 
-@pytest.mark.slow
 def test_model_card_states_model_data_recipe_metrics_command_and_limits(gpt_run, tmp_path):
     export(gpt_run / "checkpoints" / "last.ckpt", tmp_path / "hf")
     card, text = card_of(tmp_path / "hf")
@@ -160,7 +125,7 @@ def test_model_card_states_model_data_recipe_metrics_command_and_limits(gpt_run,
     assert "This model has been pushed to the Hub" not in text  # not huggingface_hub's empty template
     for heading in ("## Model", "## Training data", "## Training recipe", "## Results", "## Intended use and limits"):
         assert heading in text
-    assert "GPT2LMHeadModel" in text and "gpt-nano" in text and "tinyshakespeare" in text
+    assert "GPT2LMHeadModel" in text and "gpt-mini" in text and "tinyshakespeare" in text
     overrides = yaml.safe_load((gpt_run / ".hydra" / "overrides.yaml").read_text())
     assert "python train.py " + " ".join(shlex.quote(o) for o in overrides) in text
     result = json.loads((gpt_run / "result.json").read_text())
@@ -168,7 +133,7 @@ def test_model_card_states_model_data_recipe_metrics_command_and_limits(gpt_run,
     assert f"| `train/loss` | {result['metrics']['train/loss']:.6g} |" in text
     assert "time/" not in text.split("## Results")[1]  # timings are not results
     assert f"Trained context: {CONTEXT} tokens" in text and f"max_length={CONTEXT}" in text
-    assert "Optimizer steps: 3" in text and "AdamW" in text
+    assert f"Optimizer steps: {STEPS}" in text and "AdamW" in text
 
     export(gpt_run / "checkpoints" / "last.ckpt", tmp_path / "zoo", "--format", "zoo")
     card, text = card_of(tmp_path / "zoo")
@@ -185,11 +150,11 @@ def test_model_card_states_model_data_recipe_metrics_command_and_limits(gpt_run,
     assert "tinyshakespeare" in text  # the checkpoint itself still records its data
 
 
-def test_model_card_of_a_classifier_names_its_limits(sst2_checkpoint, tmp_path):
+def test_model_card_of_a_classifier_names_its_limits(sst2_checkpoint, bert_positions, tmp_path):
     export(sst2_checkpoint, tmp_path / "hf")
     card, text = card_of(tmp_path / "hf")
     assert card.data.pipeline_tag == "text-classification"
     assert "BertForSequenceClassification" in text and "sst2" in text
     assert "Classes, in id order: negative, positive." in text
-    assert f"at most {BERT_CONTEXT} tokens" in text and f"{BERT_POSITIONS} position rows" in text
+    assert f"at most {BERT_CONTEXT} tokens" in text and f"{bert_positions} position rows" in text
     assert "truncation=True" in text

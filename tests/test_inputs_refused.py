@@ -16,6 +16,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from trained import train_refused
 
 from zoo.callbacks import throughput
 from zoo.data import CharTokenizer, TranslationTokenizer
@@ -29,7 +30,7 @@ from zoo.optim.build import build_optimizer
 from zoo.optim.schedules import warmup_cosine, warmup_stable_decay
 from zoo.tasks import CausalLMTask, ImageClassificationTask, Seq2SeqTask, SequenceClassificationTask
 
-from conftest import assert_one_line_error, run_script
+from conftest import run_script
 
 SENTENCES = ["Ein Hund rennt.", "Zwei Männer lachen.", "A dog runs.", "Two men laugh."]
 
@@ -72,10 +73,11 @@ def one_line(capsys, command, argv) -> str:
 @pytest.mark.parametrize("optimizer", ["torch.optim.AdamW", "zoo.optim.muon.MuonWithAdamW"])
 def test_betas_of_one_value_are_one_line_naming_the_key(tmp_path, optimizer):
     """Was an IndexError traceback from inside AdamW (MuonWithAdamW hands betas to its AdamW)."""
-    result = run_script(
-        "train.py", f"model.optimizer._target_={optimizer}", "model.optimizer.betas=[0.9]", f"hydra.run.dir={tmp_path}"
+    result = train_refused(
+        f"model.optimizer._target_={optimizer}", "model.optimizer.betas=[0.9]", f"hydra.run.dir={tmp_path}"
     )
-    assert_one_line_error(result, "model.optimizer.betas must be two numbers in [0, 1)", "got [0.9]")
+    assert isinstance(result.error, ValueError)
+    assert "model.optimizer.betas must be two numbers in [0, 1)" in result.line and "got [0.9]" in result.line
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # refused before the run directory is written
 
 
@@ -110,30 +112,28 @@ def test_a_schedule_given_a_string_names_the_key():
         warmup_cosine(opt, warmup_steps=2, max_steps=10, min_lr_ratio="low")
 
 
-def test_decay_fraction_abc_through_train_py(tmp_path):
-    result = run_script(
-        "train.py",
+def test_decay_fraction_abc_through_the_train_entry(tmp_path):
+    result = train_refused(
         "model.scheduler._target_=zoo.optim.schedules.warmup_stable_decay",
         "+model.scheduler.decay_fraction=abc",
         f"hydra.run.dir={tmp_path}",
     )
-    assert_one_line_error(result, "model.scheduler.decay_fraction must be a number, got 'abc'")
+    assert "model.scheduler.decay_fraction must be a number, got 'abc'" in result.line
 
 
 def test_a_fast_recipe_cut_short_is_refused_before_training_with_the_fix(tmp_path):
     """The recipe validates at its step 300 only; with trainer.max_steps=5 and validate=false its val/loss is never
     logged. It trained, then failed without saying why; now it is refused before anything runs."""
-    result = run_script(
-        "train.py", "experiment=gpt_shakespeare_char_fast", "trainer.max_steps=5", f"hydra.run.dir={tmp_path}"
-    )
-    assert_one_line_error(
-        result,
+    result = train_refused("experiment=gpt_shakespeare_char_fast", "trainer.max_steps=5", f"hydra.run.dir={tmp_path}")
+    assert isinstance(result.error, ValueError)
+    for fragment in (
         "optimized_metric=val/loss is never logged",
         "trainer.val_check_interval=300",
         "trainer.max_steps=5",
         "validate=false",
         "optimized_metric=train/loss",
-    )
+    ):
+        assert fragment in result.line
     assert "Epoch" not in result.stdout + result.stderr  # no training step ran
 
 

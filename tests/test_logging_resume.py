@@ -1,54 +1,39 @@
-"""What the dashboards receive, read back with their own readers; resume in place; resume errors."""
+"""What the dashboards receive, read back with their own readers (a run resumed in place by train.py, shared with
+tests/test_resume_history.py); resume errors (the train entry in this process)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from trained import train_refused
 
-from conftest import run_script
-
-pytestmark = pytest.mark.slow
-
-BASE = [
-    "logger=many_loggers",
-    "trainer.val_check_interval=3",
-    "trainer.limit_val_batches=1",
-    "test=false",
-    "trainer.log_every_n_steps=1",
-    "model.sample_tokens=20",
-    "callbacks.progress_bar=null",
-]
+RESUMED_STEPS = 12  # the session's resumed run (tests/trained.py, resumed_run): 6 steps, then resumed to 12
 
 
 @pytest.fixture(scope="module")
-def resumed_run(tmp_path_factory):
-    """Train 6 steps, then `ckpt_path=last` to 12: the second run continues the first in its directory."""
-    logs = tmp_path_factory.mktemp("logs")
-    common = [*BASE, f"paths.log_dir={logs}", "task_name=inplace"]
-    first = run_script("train.py", *common, "trainer.max_steps=6", env={"WANDB_MODE": "offline"})
-    assert first.returncode == 0, first.stderr[-3000:]
-    second = run_script("train.py", *common, "trainer.max_steps=12", "ckpt_path=last", env={"WANDB_MODE": "offline"})
-    assert second.returncode == 0, second.stderr[-3000:]
-    runs = list((logs / "inplace" / "runs").iterdir())
-    assert len(runs) == 1, runs  # no second directory
-    return runs[0]
+def resumed_dir(resumed_run):
+    """Train 6 steps, then `ckpt_path=last` to 12: the second run continues the first in its directory (train.py
+    run twice, with the csv, tensorboard and wandb loggers; tests/trained.py). Read only."""
+    return resumed_run.run
 
 
-def test_resume_last_continues_in_place(resumed_run):
-    assert torch.load(resumed_run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 12
+@pytest.mark.slow
+def test_resume_last_continues_in_place(resumed_dir):
+    assert torch.load(resumed_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == RESUMED_STEPS
 
 
-def test_tensorboard_events_hold_the_scalars(resumed_run):
+@pytest.mark.slow
+def test_tensorboard_events_hold_the_scalars(resumed_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     steps: dict[str, set[int]] = {}
-    for events in (resumed_run / "tensorboard").rglob("events.out.tfevents.*"):
+    for events in (resumed_dir / "tensorboard").rglob("events.out.tfevents.*"):
         accumulator = EventAccumulator(str(events))
         accumulator.Reload()
         for tag in accumulator.Tags()["scalars"]:
             steps.setdefault(tag, set()).update(e.step for e in accumulator.Scalars(tag))
     assert {"train/loss", "val/loss", "train/tokens_per_sec", "train/mfu"} <= set(steps)
-    assert steps["train/loss"] == set(range(12))  # both halves, every step once
+    assert steps["train/loss"] == set(range(RESUMED_STEPS))  # both halves, every step once
     assert any(t.startswith("lr-") for t in steps)
 
 
@@ -79,9 +64,10 @@ def wandb_records(path):
             yield record
 
 
-def test_wandb_offline_run_holds_config_and_history(resumed_run):
-    run_id = (resumed_run / "wandb_run_id").read_text().strip()
-    offline = sorted((resumed_run / "wandb").glob("offline-run-*"))
+@pytest.mark.slow
+def test_wandb_offline_run_holds_config_and_history(resumed_dir):
+    run_id = (resumed_dir / "wandb_run_id").read_text().strip()
+    offline = sorted((resumed_dir / "wandb").glob("offline-run-*"))
     assert len(offline) == 2 and all(d.name.endswith(run_id) for d in offline)  # one wandb run, resumed
     config_keys, history_keys = set(), set()
     for record in wandb_records(offline[0] / f"run-{run_id}.wandb"):
@@ -98,8 +84,6 @@ def test_resume_errors_are_one_line(tmp_path):
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"\x00" * 100)
     for ckpt, fragment in [(tmp_path / "missing.ckpt", "checkpoint not found"), (junk, "not a readable checkpoint")]:
-        result = run_script("train.py", f"ckpt_path={ckpt}", f"hydra.run.dir={tmp_path / 'r'}")
-        assert result.returncode == 1 and fragment in result.stderr and "Traceback" not in result.stderr
+        assert fragment in train_refused(f"ckpt_path={ckpt}", f"hydra.run.dir={tmp_path / 'r'}").line
     assert junk.read_bytes() == b"\x00" * 100  # left as it was
-    result = run_script("train.py", "ckpt_path=last", f"paths.log_dir={tmp_path / 'empty'}")
-    assert result.returncode == 1 and "no earlier run" in result.stderr and "Traceback" not in result.stderr
+    assert "no earlier run" in train_refused("ckpt_path=last", f"paths.log_dir={tmp_path / 'empty'}").line

@@ -17,6 +17,7 @@ import lightning as L
 import pytest
 import torch
 from safetensors.torch import save_file
+from trained import train_in_process
 
 from zoo.data import LanguageModelDataModule
 from zoo.data.tokenizer import BPETokenizer, load_published_tokenizer
@@ -26,7 +27,7 @@ from zoo.entry.errors import user_message
 from zoo.models import GPT, ViT
 from zoo.tasks import CausalLMTask, ImageClassificationTask
 
-from conftest import QUIET_SHORT_RUN, assert_ok, run_script
+from conftest import QUIET_SHORT_RUN
 
 transformers = pytest.importorskip("transformers")
 
@@ -251,24 +252,23 @@ def test_the_finetune_recipe_asks_for_its_directory():
 
 @pytest.fixture(scope="module")
 def gpt_run(tmp_path_factory, gpt2_dir, corpus):
-    """One step of train.py from a copy of the GPT-2 directory (the resume test deletes the copy)."""
+    """One step of the train entry (in this process: tests/trained.py) from a copy of the GPT-2 directory (the resume
+    test deletes the copy)."""
     root = tmp_path_factory.mktemp("gpt_run")
     copy, run_dir = root / "gpt2", root / "run"
     shutil.copytree(gpt2_dir, copy)
-    result = run_script(
-        "train.py",
+    result = train_in_process(
         *gpt_overrides(copy, corpus),
         *QUIET_SHORT_RUN,
         "trainer.max_steps=1",
         "trainer.log_every_n_steps=1",
         "optimized_metric=null",
         f"hydra.run.dir={run_dir}",
+        cwd=root,
     )
-    assert_ok(result)
     return copy, run_dir, result.stdout + result.stderr
 
 
-@pytest.mark.slow
 def test_the_first_loss_of_a_run_is_the_loss_of_transformers_model(gpt_run, gpt2_dir, corpus):
     copy, run_dir, output = gpt_run
     assert f"GPT loaded from {copy}" in output and f"tokenizer of {copy}" in output
@@ -286,13 +286,11 @@ def test_the_first_loss_of_a_run_is_the_loss_of_transformers_model(gpt_run, gpt2
     assert measured == pytest.approx(expected, abs=1e-5)
 
 
-@pytest.mark.slow
 def test_a_resumed_run_does_not_read_the_pretrained_directory_again(gpt_run, corpus, tmp_path):
     copy, run_dir, _ = gpt_run
     shutil.rmtree(copy)
     resumed = tmp_path / "resumed"
-    result = run_script(
-        "train.py",
+    result = train_in_process(
         *gpt_overrides(copy, corpus),
         *QUIET_SHORT_RUN,
         "trainer.max_steps=2",
@@ -301,7 +299,6 @@ def test_a_resumed_run_does_not_read_the_pretrained_directory_again(gpt_run, cor
         f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}",
         f"hydra.run.dir={resumed}",
     )
-    assert_ok(result)
     assert "is not read again" in result.stdout + result.stderr
     first = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     second = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)
@@ -380,14 +377,12 @@ def timm_vit_state(model: ViT) -> dict[str, torch.Tensor]:
     return {k: v.contiguous() for k, v in out.items()}
 
 
-@pytest.mark.slow
 def test_a_vit_run_on_mnist_starts_from_a_hugging_face_vit_with_a_new_head(vit_dir, data_dir, tmp_path):
     """An RGB ViT of 5 classes on MNIST (1 channel, 10 classes): the patch kernels summed over RGB, a new head;
     the first loss is transformers' loss with that head on the grey images fed as RGB."""
     run_dir = tmp_path / "run"
     quiet = [o for o in QUIET_SHORT_RUN if not o.startswith("model.num_samples")]
-    result = run_script(
-        "train.py",
+    result = train_in_process(
         *VIT_RUN,
         f"model.pretrained={vit_dir}",
         *quiet,
@@ -396,7 +391,6 @@ def test_a_vit_run_on_mnist_starts_from_a_hugging_face_vit_with_a_new_head(vit_d
         "optimized_metric=null",
         f"hydra.run.dir={run_dir}",
     )
-    assert_ok(result)
     output = result.stdout + result.stderr
     assert "patch embedding summed over its RGB channels" in output
     assert "newly initialized: head.weight, head.bias" in output

@@ -1,4 +1,5 @@
-"""Resume is exact: N steps, stop, resume to 2N gives the losses of an uninterrupted 2N-step run."""
+"""Resume is exact: N steps, stop, resume to 2N gives the losses of an uninterrupted 2N-step run (the train entry,
+run in this process: tests/trained.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,7 @@ import csv
 import shutil
 
 import pytest
-
-from conftest import run_script
-
-pytestmark = pytest.mark.slow
+from trained import train_in_process
 
 COMMON = [
     "trainer.deterministic=true",
@@ -41,8 +39,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
             f"ckpt_path={first / 'checkpoints' / 'last.ckpt'}",
         ],
     ):
-        result = run_script("train.py", *COMMON, *args)
-        assert result.returncode == 0, result.stderr[-3000:]
+        train_in_process(*COMMON, *args)
     uninterrupted, resumed = step_losses(full), step_losses(second)
     assert sorted(resumed) == list(range(8, 16))  # Lightning logs step s after s+1 optimizer steps -> 8..15
     assert {s: uninterrupted[s] for s in resumed} == resumed  # bit-identical, dropout included
@@ -129,12 +126,10 @@ TASKS = {
 @pytest.mark.parametrize("task", list(TASKS))
 def test_every_task_resumes_exactly(tmp_path, task):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    result = run_script("train.py", *TASKS[task], *QUIET, *EVERY_4, f"hydra.run.dir={full}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    train_in_process(*TASKS[task], *QUIET, *EVERY_4, f"hydra.run.dir={full}")
     (written,) = full.rglob("*step=4.ckpt")
     step_4 = shutil.copy(written, tmp_path / "step_4.ckpt")  # "=" has a meaning in an override
-    result = run_script("train.py", *TASKS[task], *QUIET, *EVERY_4, f"hydra.run.dir={resumed}", f"ckpt_path={step_4}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    train_in_process(*TASKS[task], *QUIET, *EVERY_4, f"hydra.run.dir={resumed}", f"ckpt_path={step_4}")
     uninterrupted, continued = step_losses(full), step_losses(resumed)
     assert sorted(continued) == list(range(4, 10)) and sorted(uninterrupted) == list(range(10))
     assert {s: uninterrupted[s] for s in continued} == continued  # bit-identical, dropout and random data included

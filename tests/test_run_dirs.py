@@ -6,6 +6,9 @@
 - A resume that does not fit the checkpoint (another optimizer, another model size) is refused in one line before
   anything is written: the earlier run's directory stays byte-identical, no checkpoint appears for the next resume
   to take, and the next `auto_resume` continues from the last good checkpoint.
+
+Concurrent starts, a directory held by another process and sweeps are processes; the resumes run the train entry in
+this process (tests/trained.py), on copies of runs trained once for the module.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from trained import snapshot, train_in_process, train_refused
 
 from zoo.entry.run_lock import fresh_run_dir, lock_run_dir, unlock_run_dir
 
-from conftest import QUIET_SHORT_RUN, ROOT, assert_ok, assert_one_line_error, run_script
+from conftest import QUIET_SHORT_RUN, ROOT, assert_one_line_error, run_script
 
 # optimized_metric=train/loss: result.json without a validation pass
 FAST = [*QUIET_SHORT_RUN, "trainer.log_every_n_steps=1", "optimized_metric=train/loss"]
@@ -161,68 +166,69 @@ def test_a_run_directory_in_use_is_refused(tmp_path):
         unlock_run_dir(run)
 
 
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
 @pytest.fixture(scope="module")
 def adamw_and_muon_runs(tmp_path_factory):
-    """A 4-step run with AdamW and one with Muon, each in its own log folder."""
+    """A 4-step run with AdamW and one with Muon, each in its own log folder. Read only: tests copy the folder."""
     runs = {}
     for name, extra in (("adamw", []), ("muon", [MUON])):
         logs = tmp_path_factory.mktemp(name) / "logs"
-        assert_ok(run_script("train.py", *FAST, *extra, "trainer.max_steps=4", f"paths.log_dir={logs}"))
+        train_in_process(*FAST, *extra, "trainer.max_steps=4", f"paths.log_dir={logs}", cwd=logs.parent)
         (run,) = (logs / "train" / "runs").iterdir()
         runs[name] = (logs, run)
     return runs
 
 
-@pytest.mark.slow
+def copied_runs(runs, name, tmp_path) -> tuple[Path, Path]:
+    """A copy of one of the module's log folders, and its run."""
+    logs, run = runs[name]
+    shutil.copytree(logs, tmp_path / "logs")
+    return tmp_path / "logs", tmp_path / "logs" / run.relative_to(logs)
+
+
 @pytest.mark.parametrize(
     "trained, resumed_with", [("adamw", [MUON]), ("muon", [])], ids=["adamw-to-muon", "muon-to-adamw"]
 )
-def test_a_resume_with_another_optimizer_is_refused_and_changes_nothing(adamw_and_muon_runs, trained, resumed_with):
-    logs, run = adamw_and_muon_runs[trained]
+def test_a_resume_with_another_optimizer_is_refused_and_changes_nothing(
+    adamw_and_muon_runs, trained, resumed_with, tmp_path
+):
+    logs, run = copied_runs(adamw_and_muon_runs, trained, tmp_path)
     extra = [MUON] if trained == "muon" else []
     before = snapshot(logs)
     # Pointed at the run (its directory, or its checkpoint): the checkpoint's optimizer state does not fit.
     for how in ([f"hydra.run.dir={run}", "auto_resume=true"], [f"hydra.run.dir={run}", "ckpt_path=last"]):
-        result = run_script("train.py", *FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", *how)
-        assert_one_line_error(result, "optimizer, but this run configures", "model.optimizer._target_=")
+        result = train_refused(*FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", *how)
+        assert "optimizer, but this run configures" in result.line and "model.optimizer._target_=" in result.line
         assert snapshot(logs) == before, "a refused resume changed the earlier run's directory"
     # ckpt_path=last with the other optimizer is another configuration's start: the run is not its own to continue.
-    result = run_script(
-        "train.py", *FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", "ckpt_path=last"
-    )
-    assert_one_line_error(result, "no earlier run of task 'train'", f"{run} (model.optimizer._target_: ")
+    result = train_refused(*FAST, *resumed_with, "trainer.max_steps=8", f"paths.log_dir={logs}", "ckpt_path=last")
+    assert "no earlier run of task 'train'" in result.line and f"{run} (model.optimizer._target_: " in result.line
     assert snapshot(logs) == before
     # The next resume with the run's own optimizer continues from its last good checkpoint, in place.
-    assert_ok(run_script("train.py", *FAST, *extra, "trainer.max_steps=6", f"paths.log_dir={logs}", "auto_resume=true"))
+    train_in_process(*FAST, *extra, "trainer.max_steps=6", f"paths.log_dir={logs}", "auto_resume=true")
     assert [p.name for p in (logs / "train" / "runs").iterdir()] == [run.name]
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert checkpoint["global_step"] == 6 and not (run / "checkpoints" / "on_exception.ckpt").exists()
 
 
-@pytest.mark.slow
 def test_a_resume_of_another_model_size_changes_nothing(adamw_and_muon_runs, tmp_path):
-    logs, run = adamw_and_muon_runs["adamw"]
+    logs, run = copied_runs(adamw_and_muon_runs, "adamw", tmp_path)
     before = snapshot(logs)
-    result = run_script(
-        "train.py", *FAST, "model.net.n_layer=1", f"paths.log_dir={logs}", f"hydra.run.dir={run}", "ckpt_path=last"
+    result = train_refused(
+        *FAST, "model.net.n_layer=1", f"paths.log_dir={logs}", f"hydra.run.dir={run}", "ckpt_path=last"
     )
-    assert_one_line_error(result, "holds a gpt model with n_layer=")
+    assert "holds a gpt model with n_layer=" in result.line
     assert snapshot(logs) == before
 
 
-@pytest.mark.slow
 def test_ckpt_path_last_with_nothing_to_resume_leaves_no_directory(tmp_path):
     logs = tmp_path / "logs"
-    result = run_script("train.py", *FAST, f"paths.log_dir={logs}", "ckpt_path=last")
-    assert_one_line_error(result, "ckpt_path=last: no earlier run")
+    result = train_refused(*FAST, f"paths.log_dir={logs}", "ckpt_path=last")
+    assert "ckpt_path=last: no earlier run" in result.line
     runs = logs / "train" / "runs"
     assert not runs.exists() or list(runs.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_under_torchrun_without_a_job_id_every_rank_takes_the_directory_rank_zero_claimed(tmp_path):
     """The ranks of a torchrun job (static rendezvous: no run id) join the agent's store, a TCPStore at
     MASTER_ADDR:MASTER_PORT, stood up here by the test; each composes another second, all get rank 0's claim."""

@@ -1,17 +1,14 @@
-"""train.py / eval.py with the ViT configs, run as a user runs them (subprocesses, real MNIST files)."""
+"""The train and eval entries with the ViT configs (run in this process: tests/trained.py; the recipe's run is the
+session's), on real MNIST files."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-import pytest
 import torch
 from PIL import Image
-
-from conftest import assert_ok, assert_one_line_error, run_script
-
-pytestmark = pytest.mark.slow
+from trained import evaluate_in_process, train_in_process, train_refused
 
 SHORT = [
     "trainer.max_steps=3",
@@ -20,23 +17,13 @@ SHORT = [
     "++trainer.limit_test_batches=2",
     "trainer.log_every_n_steps=1",
 ]
-
-
-@pytest.fixture(scope="module")
-def vit_run(tmp_path_factory, data_dir):
-    """The tuned recipe for three steps: fit, validation with pictures, test, checkpoint."""
-    run_dir = tmp_path_factory.mktemp("vit_mnist")
-    # The recipe's 8000/1000/1000 of the 10k images as fractions: the same split there, and a split of the fixtures.
-    assert_ok(
-        run_script(
-            "train.py", "experiment=vit_mnist", *SHORT, "data.split_sizes=[0.8,0.1,0.1]", f"hydra.run.dir={run_dir}"
-        )
-    )
-    return run_dir
+# vit_run: the tuned recipe for three steps with SHORT (fit, validation with pictures, test, checkpoint), the
+# session's run (tests/trained.py, VIT_RUN).
 
 
 def test_fast_dev_run_of_model_vit(tmp_path, data_dir):
-    assert_ok(run_script("train.py", "model=vit", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}"))
+    result = train_in_process("model=vit", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}")
+    assert "Running in `fast_dev_run` mode" in result.stdout + result.stderr
 
 
 def test_vit_mnist_logs_metrics_pictures_and_checkpoint(vit_run):
@@ -57,29 +44,26 @@ def test_vit_mnist_logs_metrics_pictures_and_checkpoint(vit_run):
 
 
 def test_eval_on_the_test_split(vit_run, tmp_path):
-    result = run_script(
-        "eval.py",
+    result = evaluate_in_process(
         f"ckpt_path={vit_run / 'checkpoints' / 'last.ckpt'}",
         "split=test",
         "++trainer.limit_test_batches=2",
         f"hydra.run.dir={tmp_path}",
     )
-    assert_ok(result)
     assert "test/acc" in result.stdout
 
 
 def test_batchnorm_variant_trains(tmp_path, data_dir):
     run_dir = tmp_path / "bn"
-    result = run_script("train.py", "model=vit_bn", *SHORT, "test=false", "callbacks=none", f"hydra.run.dir={run_dir}")
-    assert_ok(result)
+    train_in_process("model=vit_bn", *SHORT, "test=false", "callbacks=none", f"hydra.run.dir={run_dir}")
     rows = list(csv.DictReader(Path(run_dir / "csv" / "metrics.csv").read_text().splitlines()))
     losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
     assert len(losses) == 3 and all(0 < v < 5 for v in losses)
 
 
 def test_model_data_mismatch_is_a_one_line_error(tmp_path, data_dir):
-    result = run_script("train.py", "model=vit", "model.net.in_channels=3", f"hydra.run.dir={tmp_path}")
-    assert_one_line_error(result, "in_channels=3 does not match the data", "in_channels=1")
+    result = train_refused("model=vit", "model.net.in_channels=3", f"hydra.run.dir={tmp_path}")
+    assert "in_channels=3 does not match the data" in result.line and "in_channels=1" in result.line
 
 
 def test_image_folder_with_empty_class_is_a_one_line_error(tmp_path):
@@ -87,7 +71,7 @@ def test_image_folder_with_empty_class_is_a_one_line_error(tmp_path):
     for name in ("cat", "dog"):
         (root / name).mkdir(parents=True)
     Image.new("RGB", (8, 8)).save(root / "cat" / "a.png")
-    result = run_script(
-        "train.py", "model=vit", "data=image_folder", f"data.image_folder={root}", f"hydra.run.dir={tmp_path / 'run'}"
+    result = train_refused(
+        "model=vit", "data=image_folder", f"data.image_folder={root}", f"hydra.run.dir={tmp_path / 'run'}"
     )
-    assert_one_line_error(result, str(root / "dog"), "hold no images")
+    assert str(root / "dog") in result.line and "hold no images" in result.line
