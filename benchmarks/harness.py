@@ -2,7 +2,7 @@
 zoo.callbacks.throughput).
 
 Everything is measured in this process and interleaved across implementations (round-robin over several rounds in
-a rotated order, medians: zoo.lab.timing, the timer the lab's timing questions use too), so that the drift of a
+a rotated order, medians: zoo.lab.measure.timing, the timer the lab's timing questions use too), so that the drift of a
 noisy machine cancels in the ratios between rows.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from zoo.lab.timing import interleave
+from zoo.lab.measure.timing import interleave
 
 
 def _sync(device: torch.device) -> None:
@@ -195,8 +195,8 @@ def run_interleaved(
         p.peak_bytes = memory.peak_bytes
         p.activation_bytes = activation_bytes(p, device, dtype)
         forward_pass(p, device, dtype)
-    # The lab's timer (zoo/lab/timing.py) runs the rounds: the same rotation of the rows' order every round, and the
-    # time of each step as its own clock reads it.
+    # The lab's timer (zoo/lab/measure/timing.py) runs the rounds: the same rotation of the rows' order every round, and
+    # the time of each step as its own clock reads it.
     arms = {}
     for i, p in enumerate(prepared):
         arms[(i, "train")] = functools.partial(train_step, p, device, dtype)

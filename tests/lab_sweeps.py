@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
-from zoo.lab.questions import QUESTIONS_DIR, question
+from zoo.lab.questions.configs import QUESTIONS_DIR, question
 
 from conftest import assert_ok, run_script
 

@@ -120,7 +120,7 @@ def test_each_kind_of_violation_is_named_with_file_line_and_rule(tmp_path):
     write("zoo/tasks/base.py", "from ..models import gpt\nfrom ..lab import probes\n")
     write("zoo/interop/hf.py", "from zoo import __version__\nfrom zoo.entry.train import main\n")
     write("zoo/entry/train.py", "from zoo.lab import probes\nfrom zoo.tasks import base\n")
-    write("train.py", "from zoo.lab.report import write\n")
+    write("train.py", "from zoo.lab.report.report import write\n")
     problems = violations(tmp_path)
     assert problems == [
         "zoo/core/attention.py:2: imports zoo.models; zoo/core imports nothing of zoo",
@@ -166,4 +166,164 @@ def test_the_floor_below_tasks_imports_down_and_sideways_only(tmp_path):
         "zoo/interop/files.py:1: imports zoo.checkpointing.reading; zoo/interop imports only zoo/core, zoo/models "
         "and zoo/data",
         f"zoo/strategies/fsdp.py:1: imports zoo.interop.hf; {TRAINING_PARTS_RULE}",
+    ]
+
+
+# ---- no import circles, and the lab's rooms import one way ---------------------------------------------------------
+
+# The rooms of zoo/lab, lowest first: each imports only the rooms before it (docs/design.md, zoo/lab/__init__.py).
+LAB_ROOMS = ("probes", "measure", "decide", "questions", "report", "run")
+LAB_FILES = {"__init__.py", "__main__.py"}  # what zoo/lab holds beside its rooms
+
+
+def module_of(path: Path, root: Path) -> str:
+    """The dotted module a file is: zoo/lab/run/cli.py -> zoo.lab.run.cli, a package's __init__.py -> the package."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path) -> dict[str, dict[str, str]]:
+    """zoo module -> {zoo module it imports: where (file:line)}, from every import in the file, those inside functions
+    too (a circle closed by an import inside a function is still a circle: the two modules cannot be read, tested or
+    moved apart). `from package import name` counts as an import of the module package.name where there is one."""
+    files = {module_of(p, root): p for p in sorted((root / "zoo").rglob("*.py"))}
+    graph: dict[str, dict[str, str]] = {}
+    for module, path in files.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        edges = graph.setdefault(module, {})
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                base = base if node.level else node.module
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target in files and target != module:
+                    edges.setdefault(target, f"{path.relative_to(root)}:{node.lineno}")
+    return graph
+
+
+def import_circles(root: Path) -> list[str]:
+    """Each set of zoo modules that import each other round a circle (a strongly connected component of the import
+    graph, Tarjan's algorithm), with the imports that close it."""
+    graph = import_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in graph.get(module, {}):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return [
+        "import circle: "
+        + "; ".join(f"{where} {a} imports {b}" for a in sorted(c) for b, where in sorted(graph[a].items()) if b in c)
+        for c in found
+    ]
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["zoo", "lab"] else None
+
+
+def lab_room_violations(root: Path) -> list[str]:
+    """Every import from a room of zoo/lab into a room above it (or into itself through another room), and every
+    file of zoo/lab that is in no room."""
+    holds = f"zoo/lab holds only {', '.join(sorted(LAB_FILES))} and its rooms ({', '.join(LAB_ROOMS)})"
+    problems = [
+        f"{p.relative_to(root)}: {holds}"
+        for p in sorted((root / "zoo" / "lab").iterdir())
+        if (p.suffix == ".py" and p.name not in LAB_FILES) or (p.is_dir() and p.name not in (*LAB_ROOMS, "__pycache__"))
+    ]
+    for module, edges in sorted(import_graph(root).items()):
+        source = room_of(module)
+        if source not in LAB_ROOMS:
+            continue
+        allowed = LAB_ROOMS[: LAB_ROOMS.index(source) + 1]
+        for target, where in sorted(edges.items(), key=lambda e: e[1]):
+            room = room_of(target)
+            if room is not None and room not in allowed:
+                below = ", ".join(LAB_ROOMS[: LAB_ROOMS.index(source)])
+                rule = f"imports only {below} of the lab" if below else "imports no other room of the lab"
+                problems.append(f"{where}: imports {target}; zoo/lab/{source} {rule}")
+    return problems
+
+
+def test_no_module_of_zoo_imports_round_a_circle():
+    circles = import_circles(ROOT)
+    assert not circles, "\n".join(circles)
+
+
+def test_the_rooms_of_the_lab_import_one_way():
+    problems = lab_room_violations(ROOT)
+    assert not problems, "the lab's rooms import one way (zoo/lab/__init__.py):\n" + "\n".join(problems)
+    assert {room_of(m) for m in import_graph(ROOT)} >= set(LAB_ROOMS)  # the rooms are there and the scan sees them
+
+
+def test_a_circle_closed_inside_a_function_is_found(tmp_path):
+    """The checker is not vacuous: a circle through an import inside a function, through `from package import module`
+    and through a relative import is reported with the imports that close it; a chain that does not close is not."""
+    files = {
+        "zoo/__init__.py": "",
+        "zoo/lab/__init__.py": "",
+        "zoo/lab/run/__init__.py": "",
+        "zoo/lab/run/cli.py": "from .gpu import run_all\n\n\ndef train_command():\n    return []\n",
+        "zoo/lab/run/gpu.py": "def run_all():\n    from zoo.lab.run import cli\n\n    return cli.train_command()\n",
+        "zoo/lab/report/__init__.py": "",
+        "zoo/lab/report/plots.py": "from .overlay import draw\n",
+        "zoo/lab/report/overlay.py": "from .pyplot import plt\n\n\ndef draw():\n    pass\n",
+        "zoo/lab/report/pyplot.py": "plt = None\n",
+    }
+    for relpath, text in files.items():
+        (tmp_path / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relpath).write_text(text)
+    assert import_circles(tmp_path) == [
+        "import circle: zoo/lab/run/cli.py:1 zoo.lab.run.cli imports zoo.lab.run.gpu; "
+        "zoo/lab/run/gpu.py:2 zoo.lab.run.gpu imports zoo.lab.run.cli"
+    ]
+
+
+def test_an_import_down_the_rooms_of_the_lab_is_refused(tmp_path):
+    for room in ("decide", "report", "probes"):
+        (tmp_path / "zoo" / "lab" / room).mkdir(parents=True)
+        (tmp_path / "zoo" / "lab" / room / "__init__.py").write_text("")
+    (tmp_path / "zoo" / "lab" / "__init__.py").write_text("")
+    (tmp_path / "zoo" / "lab" / "report" / "plots.py").write_text("from ..decide.stats import t\n")
+    (tmp_path / "zoo" / "lab" / "decide" / "stats.py").write_text(
+        "t = 1\n\n\ndef f():\n    from zoo.lab.report import plots\n"
+    )
+    (tmp_path / "zoo" / "lab" / "probes" / "probes.py").write_text("from zoo.lab.decide import stats\n")
+    (tmp_path / "zoo" / "lab" / "loose.py").write_text("")
+    assert lab_room_violations(tmp_path) == [
+        "zoo/lab/loose.py: zoo/lab holds only __init__.py, __main__.py and its rooms (probes, measure, decide, "
+        "questions, report, run)",
+        "zoo/lab/decide/stats.py:5: imports zoo.lab.report.plots; zoo/lab/decide imports only probes, measure of the "
+        "lab",
+        "zoo/lab/probes/probes.py:1: imports zoo.lab.decide.stats; zoo/lab/probes imports no other room of the lab",
     ]

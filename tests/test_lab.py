@@ -20,10 +20,10 @@ from lab_sweeps import one_job, sweep_of_copies
 from omegaconf import OmegaConf, open_dict
 
 from zoo.entry.builders import build_callbacks, build_model_config
-from zoo.lab.attention_stats import diagonal_mass, entropy, logit_variance, max_probability
-from zoo.lab.claims import VERDICTS, canonical_value, check_config, select
-from zoo.lab.questions import question_names
-from zoo.lab.report import write_report
+from zoo.lab.decide.claims import VERDICTS, canonical_value, check_config, select
+from zoo.lab.probes.attention_stats import diagonal_mass, entropy, logit_variance, max_probability
+from zoo.lab.questions.configs import question_names
+from zoo.lab.report.report import write_report
 
 from conftest import ROOT, run_module
 
@@ -144,7 +144,7 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
             for key, value in selector.items():
                 assert key in swept, f"{name}: check '{check['name']}' selects on {key}, which is not swept"
                 assert canonical_value(value) in swept[key], f"{name}: {key}={value} not swept"
-    assert OmegaConf.select(cfg, "hydra.callbacks.lab_report._target_") == "zoo.lab.report.LabReport"
+    assert OmegaConf.select(cfg, "hydra.callbacks.lab_report._target_") == "zoo.lab.report.report.LabReport"
     callbacks = build_callbacks(cfg.callbacks)
     assert any(type(c).__name__ == "AttentionProbe" for c in callbacks)
     if cfg.get("optimized_metric") == "val/acc":  # the classifiers record their dev examples, for McNemar's test
@@ -532,7 +532,7 @@ def small_task(vocab_size: int, **switches):
 
 
 def test_attention_probe_on_real_text_is_finite_and_restores_the_module(lm_batch):
-    from zoo.lab.probes import measure_attention
+    from zoo.lab.probes.probes import measure_attention
 
     vocab, batch = lm_batch
     task = small_task(vocab).train()
@@ -549,7 +549,7 @@ def test_without_projections_each_token_attends_to_itself(lm_batch):
     """q = k = x (no projections, unscaled): the score x_i . x_i = |x_i|^2 dominates its row, so the attention
     is close to the identity (the claim of the qk_proj question, measured by the probe). Positions keep repeated
     characters apart."""
-    from zoo.lab.probes import measure_attention
+    from zoo.lab.probes.probes import measure_attention
 
     vocab, batch = lm_batch
     task = small_task(vocab, qk_proj="none", attn_scale="none")
@@ -560,7 +560,7 @@ def test_without_projections_each_token_attends_to_itself(lm_batch):
 
 
 def test_gradient_norms_per_layer_and_projection(lm_batch):
-    from zoo.lab.probes import gradient_norms
+    from zoo.lab.probes.probes import gradient_norms
 
     vocab, (idx, targets) = lm_batch
     task = small_task(vocab)
@@ -589,7 +589,7 @@ def test_gradient_norms_per_layer_and_projection(lm_batch):
 
 
 def test_publish_writes_the_measured_block_between_the_markers(tmp_path):
-    from zoo.lab.publish import publish
+    from zoo.lab.report.publish import publish
 
     sweep = make_sweep(tmp_path / "sweep", {"a": five(1.0), "b": other(2.0)}, [a_less_than("b")])
     docs = tmp_path / "docs" / "lab.md"
@@ -617,7 +617,7 @@ def test_publish_writes_the_measured_block_between_the_markers(tmp_path):
 
 
 def test_publish_refuses_a_quick_run(tmp_path):
-    from zoo.lab.publish import publish
+    from zoo.lab.report.publish import publish
 
     sweep = make_sweep(tmp_path / "sweep", {"a": [1.0, 1.1], "b": [2.0, 2.1]}, [a_less_than("b")])
     for config in sweep.glob("*/config_resolved.yaml"):

@@ -18,11 +18,11 @@ from scipy import stats as scipy_stats
 from test_lab_integrity import check, make_sweep
 from test_lab_plots import lm_configs
 
-from zoo.lab.budgets import budgets, question_budgets, run_overrides
-from zoo.lab.publish import SUMMARY_BEGIN, SUMMARY_END, publish, run_line
-from zoo.lab.questions import QUESTIONS_DIR, question_names
-from zoo.lab.report import SUMMARY_STAMP, write_report
-from zoo.lab.sweep import load_sweep
+from zoo.lab.decide.sweep import load_sweep
+from zoo.lab.questions.budgets import budgets, question_budgets, run_overrides
+from zoo.lab.questions.configs import QUESTIONS_DIR, question_names
+from zoo.lab.report.publish import SUMMARY_BEGIN, SUMMARY_END, publish, run_line
+from zoo.lab.report.report import SUMMARY_STAMP, write_report
 
 # ---- the config ----------------------------------------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ def compose_run(name: str, overrides: list[str]):
 
 
 def test_run_budget_adds_the_budgets_overrides_its_name_and_its_own_sweep_folder(capsys):
-    from zoo.lab.__main__ import main
+    from zoo.lab.run.cli import main
 
     # `python -m zoo.lab run heads --budget steps500 --dry-run`, by its main() in this process
     assert main(["run", "heads", "--budget", "steps500", "--dry-run"]) == 0, capsys.readouterr().err

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from zoo.core.feedforward import FeedForward
-from zoo.lab.activation_cost import ActivationCostProbe, time_activations
-from zoo.lab.questions import question
-from zoo.lab.reference import exempt
+from zoo.lab.decide.reference import exempt
+from zoo.lab.measure.activation_cost import ActivationCostProbe, time_activations
+from zoo.lab.questions.configs import question
 
 from conftest import assert_ok, run_script
 

@@ -1,4 +1,4 @@
-"""The `diff_in_diff` check (zoo/lab/claims.py) on simulated experiments whose interaction is known: found when
+"""The `diff_in_diff` check (zoo/lab/decide/claims.py) on simulated experiments whose interaction is known: found when
 present, not supported when absent, contradicted when reversed; each seed's four runs are paired (a noise shared
 by a seed's runs cancels); its interval is the one-sample t interval of the per-seed contrasts; and
 ln_placement's checks use it at each learning rate on the published numbers. No training: checks run on numbers."""
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from zoo.lab import stats
-from zoo.lab.claims import check_config, decide, evaluate
-from zoo.lab.questions import question
+from zoo.lab.decide import stats
+from zoo.lab.decide.claims import check_config, decide, evaluate
+from zoo.lab.questions.configs import question
 
 POINTS = {(name,): {"p": name} for name in "abcd"}
 CHECK = {"name": "did", "metric": "m", "expect": "diff_in_diff", "points": [{"p": n} for n in "abcd"]}

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from lab_sweeps import one_job
 
 from zoo.data.windows import DisjointWindows
-from zoo.lab.lengths import LengthProbe
-from zoo.lab.questions import question
+from zoo.lab.probes.lengths import LengthProbe
+from zoo.lab.questions.configs import question
 from zoo.models.gpt import GPT, GPTConfig
 
 TRAIN_LEN = 8

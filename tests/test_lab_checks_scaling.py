@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
-from zoo.lab.probes import gradient_norms
-from zoo.lab.questions import question
+from zoo.lab.probes.probes import gradient_norms
+from zoo.lab.questions.configs import question
 from zoo.models.gpt import GPT, GPTConfig
 
 from conftest import assert_ok, run_script

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from zoo.lab.memory import count_saved_tensors
-from zoo.lab.questions import composed_config, question
-from zoo.lab.reference import exempt
+from zoo.lab.decide.reference import exempt
+from zoo.lab.measure.memory import count_saved_tensors
+from zoo.lab.questions.configs import composed_config, question
 from zoo.models.gpt import GPT, GPTConfig
 
 from conftest import assert_ok, run_script

@@ -15,8 +15,8 @@ from test_lab import assert_lab_report
 from zoo.data.char_tagging import CharTaggingDataModule, TagWindows
 from zoo.data.char_tags import IGNORE, char_kinds, tags_in_window, word_end_tags
 from zoo.data.tokenizer import CharTokenizer
-from zoo.lab.report import write_report
-from zoo.lab.tag_baselines import TaggedPositions, count_taggers, window_positions
+from zoo.lab.decide.tag_baselines import TaggedPositions, count_taggers, window_positions
+from zoo.lab.report.report import write_report
 from zoo.models import BERT
 from zoo.tasks import TokenTaggingTask
 
@@ -137,7 +137,7 @@ def test_quick_grid_reports_both_directions_against_the_left_context_taggers(dat
 
 
 def test_the_tagger_reference_refuses_data_that_is_not_character_tagging():
-    from zoo.lab.reference import UnavailableError, compute, reference_config
+    from zoo.lab.decide.reference import UnavailableError, compute, reference_config
 
     ref = reference_config({"reference": {"kind": "tagger", "metric": "val/acc"}})
     assert ref["orders"] == 4  # the default number of count taggers

@@ -1,5 +1,5 @@
-"""`python -m zoo.lab gpu` (zoo/lab/gpu.py): the GPU plan is what issue 26 asks for and composes; scaled down to a CPU
-it runs a question's sweep end to end with jobs in parallel, a failing job is reported while the others finish, and
+"""`python -m zoo.lab gpu` (zoo/lab/run/gpu.py): the GPU plan is what issue 26 asks for and composes; scaled down to a
+CPU it runs a question's sweep end to end with jobs in parallel, a failing job is reported while the others finish, and
 the sweep it leaves is what `report` and `publish` take.
 
 The scaled-down run is dot_vs_additive's (tiny shakespeare, which always resolves: the package ships a copy), so
@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from test_lab import assert_lab_report
 
-from zoo.lab.gpu import PLAN, estimate_s, overrides
+from zoo.lab.run.gpu import PLAN, estimate_s, overrides
 
 from conftest import ROOT, run_module
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from zoo.lab.publish import publish
-from zoo.lab.report import write_report
+from zoo.lab.report.publish import publish
+from zoo.lab.report.report import write_report
 
 from conftest import run_module
 
@@ -92,7 +92,7 @@ def run_lab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 def lab_main(capsys, *args: str) -> subprocess.CompletedProcess:
     """The same command run by its main() in this process: its exit status and what it printed."""
-    from zoo.lab.__main__ import main
+    from zoo.lab.run.cli import main
 
     capsys.readouterr()
     status = main(list(args))
@@ -278,7 +278,7 @@ def test_publish_to_a_read_only_file_is_one_line_and_changes_nothing(published):
 
 
 def test_publish_that_fails_writing_the_text_puts_the_old_plots_back(published, monkeypatch):
-    import zoo.lab.publish as publish_module
+    import zoo.lab.report.publish as publish_module
 
     sweep, docs, plots, before = published
 
@@ -369,7 +369,7 @@ time.sleep(120)
 # `python -m zoo.lab run scaling`, with the stand-in in place of train.py.
 LAB_RUN = """
 import sys
-from zoo.lab import __main__ as lab
+from zoo.lab.run import cli as lab
 lab.train_command = lambda: [sys.executable, sys.argv[1]]
 sys.exit(lab.main(["run", "scaling"]))
 """
@@ -419,7 +419,7 @@ Full run, 2026-12-01, on a CPU: `python -m zoo.lab run {name}`.
 
 
 def test_publish_notes_the_sections_decided_under_the_earlier_rule(tmp_path, capsys):
-    from zoo.lab.__main__ import main
+    from zoo.lab.run.cli import main
 
     docs = docs_with_markers(tmp_path)
     pending = "<!-- measured:pending -->\nNot run yet.\n<!-- /measured:pending -->\n"

@@ -1,5 +1,5 @@
-"""Accuracies compared example by example (issue 25, item 1): McNemar's test in zoo/lab/stats.py on known cases and
-simulated experiments, its use by the claim checks (and the fall-back to the t test, said in the text), the records
+"""Accuracies compared example by example (issue 25, item 1): McNemar's test in zoo/lab/decide/stats.py on known cases
+and simulated experiments, its use by the claim checks (and the fall-back to the t test, said in the text), the records
 read back from a sweep, and the recorder on a real (tiny) training run."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from scipy import optimize as scipy_optimize
 from scipy import stats as scipy_stats
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
-from zoo.lab import stats
-from zoo.lab.claims import decide, evaluate
-from zoo.lab.per_example import FILE, PerExampleRecorder, fingerprint
-from zoo.lab.record import lab_record
-from zoo.lab.report import build_report
-from zoo.lab.sweep import load_sweep
+from zoo.lab.decide import stats
+from zoo.lab.decide.claims import decide, evaluate
+from zoo.lab.decide.sweep import load_sweep
+from zoo.lab.probes.per_example import FILE, PerExampleRecorder, fingerprint
+from zoo.lab.probes.record import lab_record
+from zoo.lab.report.report import build_report
 from zoo.models import ViT, ViTConfig
 from zoo.optim.schedules import warmup_cosine
 from zoo.tasks import ImageClassificationTask

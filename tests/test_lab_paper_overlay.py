@@ -1,4 +1,4 @@
-"""The paper's numbers beside the lab's (zoo/lab/paper_overlay.py) on a hand-made sweep (no training): the
+"""The paper's numbers beside the lab's (zoo/lab/report/paper_overlay.py) on a hand-made sweep (no training): the
 normalisation on numbers worked out by hand, the plot written by the report's plotting, bad sections refused in one
 line that names the key, and a question without the key unchanged."""
 
@@ -11,11 +11,18 @@ import pytest
 from omegaconf import OmegaConf
 from test_lab_integrity import make_sweep
 
-from zoo.lab.paper_overlay import OVERLAY_PLOT, lab_series, normalised, overlay_config, paper_series, plot_overlay
-from zoo.lab.plots import write_plots
-from zoo.lab.questions import question
-from zoo.lab.report import write_report
-from zoo.lab.sweep import Job, Sweep
+from zoo.lab.decide.sweep import Job, Sweep
+from zoo.lab.questions.configs import question
+from zoo.lab.report.paper_overlay import (
+    OVERLAY_PLOT,
+    lab_series,
+    normalised,
+    overlay_config,
+    paper_series,
+    plot_overlay,
+)
+from zoo.lab.report.plots import write_plots
+from zoo.lab.report.report import write_report
 
 # He et al. 2016 Table 2 (ImageNet top-1 error, %): plain 18 / 34 layers, ResNet 18 / 34 layers
 HE = [

@@ -12,10 +12,10 @@ from torch import nn
 
 from zoo.core import BlockStack
 from zoo.core.norms import MaskedTokenBatchNorm, TokenBatchNorm
-from zoo.lab.activations import measure_activations
-from zoo.lab.batchnorm_stats import BatchNormStatsProbe
-from zoo.lab.divergence import LossCurveProbe, divergence
-from zoo.lab.probes import gradient_norms, layers_in_order
+from zoo.lab.probes.activations import measure_activations
+from zoo.lab.probes.batchnorm_stats import BatchNormStatsProbe
+from zoo.lab.probes.divergence import LossCurveProbe, divergence
+from zoo.lab.probes.probes import gradient_norms, layers_in_order
 
 
 class Stack(nn.Module):
@@ -172,7 +172,7 @@ def test_gradient_norm_ratio_per_stack_of_an_encoder_decoder():
 
 def test_bn_fold_timing_checks_equal_logits():
     pytest.importorskip("zoo.core.bn_fold", reason="the BatchNorm fold (zoo/core/bn_fold.py) is not there yet")
-    from zoo.lab.folding import fold_timing
+    from zoo.lab.measure.folding import fold_timing
     from zoo.models import ViT
 
     torch.manual_seed(0)
@@ -191,7 +191,7 @@ def test_bn_fold_timing_checks_equal_logits():
 def test_bn_fold_measurement_job_on_real_images(data_dir):
     pytest.importorskip("zoo.core.bn_fold", reason="the BatchNorm fold (zoo/core/bn_fold.py) is not there yet")
     from zoo.data import ImageClassificationDataModule
-    from zoo.lab.folding import bn_fold
+    from zoo.lab.measure.folding import bn_fold
     from zoo.models import ViT
 
     dm = ImageClassificationDataModule(dataset="mnist", data_dir=str(data_dir), split_sizes=[64, 40, 20])
@@ -240,7 +240,7 @@ def test_inductive_bias_cnn_job_trains_on_the_subset_with_its_size_and_fit_recor
 
 
 def test_the_parameter_count_counts_a_shared_tensor_once_and_skips_frozen_ones():
-    from zoo.lab.param_count import ParameterCountProbe
+    from zoo.lab.probes.param_count import ParameterCountProbe
 
     class Task(nn.Module):
         def __init__(self):

@@ -15,14 +15,14 @@ import torch
 from omegaconf import OmegaConf
 from test_lab_integrity import check, docs_with_markers, make_sweep
 
-from zoo.lab import stats
-from zoo.lab.evidence import arm_summary, paired_differences
-from zoo.lab.plots import PAIRED_PLOT
-from zoo.lab.publish import publish
-from zoo.lab.record import lab_record
-from zoo.lab.report import write_report
-from zoo.lab.sweep import load_sweep
-from zoo.lab.work import job_work
+from zoo.lab.decide import stats
+from zoo.lab.decide.evidence import arm_summary, paired_differences
+from zoo.lab.decide.sweep import load_sweep
+from zoo.lab.probes.record import lab_record
+from zoo.lab.report.plots import PAIRED_PLOT
+from zoo.lab.report.publish import publish
+from zoo.lab.report.report import write_report
+from zoo.lab.report.work import job_work
 
 T_975_4 = 2.7764451051977987  # Student's t, 97.5% quantile, 4 degrees of freedom (printed tables)
 A = [1.00, 1.03, 0.98, 1.01, 0.985]

@@ -9,9 +9,9 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from zoo.entry.builders import build_model_config
-from zoo.lab.claims import Stat
-from zoo.lab.param_count import ParameterCountProbe
-from zoo.lab.questions import question
+from zoo.lab.decide.claims import Stat
+from zoo.lab.probes.param_count import ParameterCountProbe
+from zoo.lab.questions.configs import question
 
 from conftest import ROOT
 

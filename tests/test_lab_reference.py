@@ -1,8 +1,8 @@
-"""What a lab arm must beat: the count n-gram models of zoo/lab/baselines.py (their losses on tiny shakespeare, the
-closed form of the unigram, proper distributions, the windows the val loss covers), the reference of a question
-(zoo/lab/reference.py) in the report (an arm at the unigram level did not learn: its claim checks are inconclusive,
-sanity checks and probes read at init are not), readable metric names, the per-seed CSV, and the summary of
-docs/lab.md generated from the published sections.
+"""What a lab arm must beat: the count n-gram models of zoo/lab/decide/baselines.py (their losses on tiny shakespeare,
+the closed form of the unigram, proper distributions, the windows the val loss covers), the reference of a question
+(zoo/lab/decide/reference.py) in the report (an arm at the unigram level did not learn: its claim checks are
+inconclusive, sanity checks and probes read at init are not), readable metric names, the per-seed CSV, and the summary
+of docs/lab.md generated from the published sections.
 
 Sweeps are made by hand in tmp_path as a lab multirun leaves them (no training), with a data section in the jobs'
 config_resolved.yaml so that the report computes the n-gram models of tiny shakespeare (which always resolves)."""
@@ -19,13 +19,13 @@ from omegaconf import OmegaConf
 
 from zoo.data import LanguageModelDataModule
 from zoo.data.windows import DisjointWindows
-from zoo.lab import baselines
-from zoo.lab.baselines import covered_windows, fit, log_probs, ngram_codes, score
-from zoo.lab.claims import check_config
-from zoo.lab.metric_names import describe, header
-from zoo.lab.publish import SUMMARY_BEGIN, SUMMARY_END, publish, summary_rows, with_summary, write_summary
-from zoo.lab.reference import reference_config
-from zoo.lab.report import PER_SEED_CSV, SUMMARY_STAMP, write_report
+from zoo.lab.decide import baselines
+from zoo.lab.decide.baselines import covered_windows, fit, log_probs, ngram_codes, score
+from zoo.lab.decide.claims import check_config
+from zoo.lab.decide.metric_names import describe, header
+from zoo.lab.decide.reference import reference_config
+from zoo.lab.report.publish import SUMMARY_BEGIN, SUMMARY_END, publish, summary_rows, with_summary, write_summary
+from zoo.lab.report.report import PER_SEED_CSV, SUMMARY_STAMP, write_report
 
 SEEDS = ["1", "2", "3", "4", "5"]
 CHAR_DATA = {

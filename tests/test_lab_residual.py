@@ -8,10 +8,11 @@ import torch
 from torch import nn
 
 from zoo.core import BlockStack
-from zoo.lab.deep_mnist import DeepMLP, FitErrorProbe, ResidualBlock
-from zoo.lab.probes import GradNormProbe
-from zoo.lab.questions import question
-from zoo.lab.token_spread import TokenSpreadProbe, measure_token_spread, token_spread
+from zoo.lab.probes.fit_error import FitErrorProbe
+from zoo.lab.probes.probes import GradNormProbe
+from zoo.lab.probes.token_spread import TokenSpreadProbe, measure_token_spread, token_spread
+from zoo.lab.questions.configs import question
+from zoo.models.deep_mlp import DeepMLP, ResidualBlock
 
 
 def zero_branch(block: ResidualBlock) -> None:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from zoo.lab import stats
-from zoo.lab.claims import decide, evaluate, smallest_effect, verdict
+from zoo.lab.decide import stats
+from zoo.lab.decide.claims import decide, evaluate, smallest_effect, verdict
 
 POINTS = {("a",): {"p": "a"}, ("b",): {"p": "b"}}
 

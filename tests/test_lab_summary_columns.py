@@ -9,9 +9,9 @@ import json
 import pytest
 from test_lab_integrity import check, make_sweep
 
-from zoo.lab.claims import check_config
-from zoo.lab.publish import paper_cell, scale_cell, summary_block, summary_rows
-from zoo.lab.report import SUMMARY_STAMP, write_report
+from zoo.lab.decide.claims import check_config
+from zoo.lab.report.publish import paper_cell, scale_cell, summary_block, summary_rows
+from zoo.lab.report.report import SUMMARY_STAMP, write_report
 
 
 def claim(name: str, outcome: str, paper: bool | None = None) -> dict:

@@ -1,6 +1,6 @@
-"""Timings measured the way the benchmark measures (zoo/lab/timing.py): arms interleaved in one process in a rotated
-order, median and spread per arm; a contended timing decides no check, a clear quiet one does; window_cost times its
-arms in one job and the report reads each arm as a point."""
+"""Timings measured the way the benchmark measures (zoo/lab/measure/timing.py): arms interleaved in one process in a
+rotated order, median and spread per arm; a contended timing decides no check, a clear quiet one does; window_cost times
+its arms in one job and the report reads each arm as a point."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from lab_sweeps import quick_job, sweep_of_copies
 from test_lab import assert_lab_report
 
-from zoo.lab import timing
-from zoo.lab.claims import decide, evaluate
-from zoo.lab.report import write_report
+from zoo.lab.decide.claims import decide, evaluate
+from zoo.lab.measure import timing
+from zoo.lab.report.report import write_report
 
 
 class FakeClock:
@@ -169,7 +169,7 @@ def test_window_cost_times_its_arms_interleaved_in_one_job(tmp_path):
         report.replace("- **", "- ")
     )
     # a timing check on these arms, with one seed's timing marked contended: inconclusive, whatever the numbers
-    from zoo.lab.sweep import load_sweep
+    from zoo.lab.decide.sweep import load_sweep
 
     loaded = load_sweep(sweep)
     job = next(j for j in loaded.jobs if j.params["variant"] == "full")
@@ -183,7 +183,7 @@ def test_window_cost_times_its_arms_interleaved_in_one_job(tmp_path):
 def test_the_probes_of_trained_arms_record_their_spread_too():
     """CostProbe (dot_vs_additive) and the fold timing (bn_vit) carry the same companions: a job that shared the
     machine flags its own timing, even where the arms are trained in separate jobs."""
-    from zoo.lab.cost import CostProbe
+    from zoo.lab.measure.cost import CostProbe
 
     probe = CostProbe()
     probe.times = [0.010, 0.011, 0.010, 0.030, 0.031, 0.029, 0.010, 0.030]
@@ -204,7 +204,7 @@ def test_bn_vit_times_the_folded_model_and_its_layernorm_twin_in_one_process():
     pytest.importorskip("zoo.core.bn_fold", reason="the BatchNorm fold (zoo/core/bn_fold.py) is not there yet")
     import torch
 
-    from zoo.lab.folding import fold_timing
+    from zoo.lab.measure.folding import fold_timing
     from zoo.models import ViT
 
     torch.manual_seed(0)
@@ -227,7 +227,7 @@ def test_cost_probe_times_an_additive_twin_in_the_same_rounds():
 
     import torch
 
-    from zoo.lab.cost import CostProbe
+    from zoo.lab.measure.cost import CostProbe
     from zoo.models import GPT
 
     torch.manual_seed(0)

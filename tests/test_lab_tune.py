@@ -1,4 +1,4 @@
-"""A learning rate tuned per arm, best against best (zoo/lab/tuning.py): the choice from known numbers (ties,
+"""A learning rate tuned per arm, best against best (zoo/lab/decide/tuning.py): the choice from known numbers (ties,
 diverged and missing seeds), the flag at the edge of the grid, one-line errors for a bad `lab.tune`, the report on a
 hand-made sweep (every rate in the table, the chosen one marked, the checks on the chosen ones, the tuning plot), and
 a job of why_normalize with the report of its quick grid (copies of that job: tests/lab_sweeps.py)."""
@@ -13,10 +13,10 @@ import pytest
 from lab_sweeps import quick_job, sweep_of_copies
 from omegaconf import OmegaConf
 
-from zoo.lab.plots import TUNING_PLOT
-from zoo.lab.report import SUMMARY_STAMP, write_report
-from zoo.lab.sweep import load_sweep
-from zoo.lab.tuning import EDGE, Tune, choice_text, choices, choose, tune_config
+from zoo.lab.decide.sweep import load_sweep
+from zoo.lab.decide.tuning import EDGE, Tune, choice_text, choices, choose, tune_config
+from zoo.lab.report.plots import TUNING_PLOT
+from zoo.lab.report.report import SUMMARY_STAMP, write_report
 
 NAN = float("nan")
 LOSS = Tune("lr", "m", "min")

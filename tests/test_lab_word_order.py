@@ -1,6 +1,6 @@
-"""positions_sst2's word-order probe (zoo/lab/word_order.py): a shuffled sentence holds exactly the original's tokens,
-words stay whole, [CLS]/[SEP] stay put; the jobs' results carry the probe's metrics, and a model without positions
-loses nothing to the shuffle (self-attention alone cannot see order)."""
+"""positions_sst2's word-order probe (zoo/lab/probes/word_order.py): a shuffled sentence holds exactly the original's
+tokens, words stay whole, [CLS]/[SEP] stay put; the jobs' results carry the probe's metrics, and a model without
+positions loses nothing to the shuffle (self-attention alone cannot see order)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from lab_sweeps import quick_job, sweep_of_copies
 from test_lab import assert_lab_report
 
 from zoo.data import GlueDataModule
-from zoo.lab.report import write_report
-from zoo.lab.word_order import WordOrderProbe, shuffle_words
+from zoo.lab.probes.word_order import WordOrderProbe, shuffle_words
+from zoo.lab.report.report import write_report
 
 CLS, SEP = 101, 102
 CONTINUATION = {7, 8}  # "##" pieces: they stay glued to the piece before them

@@ -15,7 +15,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from zoo.lab import baselines as ngram
+from zoo.lab.decide import baselines as ngram
 
 
 def measure(cfg: DictConfig) -> dict:

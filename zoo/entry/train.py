@@ -28,7 +28,7 @@ from zoo.entry.quiet import quiet, start_run_log
 from zoo.entry.resolvers import resolve_ckpt_path
 from zoo.entry.resume import RunFinished, record_launcher
 from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
-from zoo.lab.record import lab_record
+from zoo.lab.probes.record import lab_record
 
 # The exit status after SIGTERM (128 + 15, what a shell reports for a process the signal ended), so that a scheduler
 # sees that the job was stopped rather than finished.
@@ -72,7 +72,7 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     # which must load with weights_only=True).
     net = hydra.utils.instantiate(build_model_config(model_cfg.net, datamodule), _convert_="all")
     if cfg.get("lab_measure") is not None:  # a lab job that times/measures the model instead of training it
-        from zoo.lab.measure import measure
+        from zoo.lab.measure.measure import measure
 
         start_run(cfg)
         return _result(cfg, *measure(cfg.lab_measure, net, datamodule))

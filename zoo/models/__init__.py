@@ -1,9 +1,11 @@
-"""The four models, each a thin specialization of `zoo.core`, and a convolutional baseline (CNN, from
-torchvision's ResNet blocks); plain nn.Modules, no Lightning or Hydra."""
+"""The four models, each a thin specialization of `zoo.core`, a convolutional baseline (CNN, from torchvision's
+ResNet blocks) and the lab's plain/residual MLP (DeepMLP, He et al. 2016's Figure 1 at MNIST scale); plain
+nn.Modules, no Lightning or Hydra."""
 
 from .base import ZooModel
 from .bert import BERT, BERTConfig
 from .cnn import CNN, CNNConfig
+from .deep_mlp import DeepMLP, DeepMLPConfig
 from .gpt import GPT, GPTConfig
 from .transformer import Transformer, TransformerConfig
 from .vit import ViT, ViTConfig
@@ -12,12 +14,15 @@ from .vit import ViT, ViTConfig
 MODEL_TYPES: dict[str, type[ZooModel]] = {BERT.model_type: BERT, GPT.model_type: GPT, ViT.model_type: ViT}
 MODEL_TYPES[Transformer.model_type] = Transformer
 MODEL_TYPES[CNN.model_type] = CNN
+MODEL_TYPES[DeepMLP.model_type] = DeepMLP
 
 __all__ = [
     "BERT",
     "BERTConfig",
     "CNN",
     "CNNConfig",
+    "DeepMLP",
+    "DeepMLPConfig",
     "GPT",
     "GPTConfig",
     "MODEL_TYPES",

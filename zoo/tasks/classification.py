@@ -199,7 +199,7 @@ class SequenceClassificationTask(EvaluatedTask):
         self.val_acc.update(preds, batch.labels)
         self.val_f1.update(preds, batch.labels)
         # Which rows the accuracy counted as right, for callbacks that compare models row by row (the lab's
-        # zoo.lab.per_example); Lightning hands the step's return to on_validation_batch_end and keeps nothing.
+        # zoo.lab.probes.per_example); Lightning hands the step's return to on_validation_batch_end and keeps nothing.
         return {"correct": preds == batch.labels, "labels": batch.labels}
 
     def _log_evaluation(self, split: str) -> None:

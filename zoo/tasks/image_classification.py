@@ -202,7 +202,7 @@ class ImageClassificationTask(ZooTask):
             k = self.hparams.num_rollout_images
             self._rollout_batch = (images[:k].detach(), labels[:k].detach())
         # Which images val/acc counted as right (its top-1 is the argmax of the logits), for callbacks that compare
-        # models image by image (the lab's zoo.lab.per_example); Lightning keeps nothing of the step's return.
+        # models image by image (the lab's zoo.lab.probes.per_example); Lightning keeps nothing of the step's return.
         return {"correct": logits.argmax(-1) == labels, "labels": labels}
 
     def on_validation_epoch_end(self) -> None:

@@ -3,9 +3,9 @@ another (the mean over seeds with its 95% t-interval as error bars, and each see
 line's colour); or a curve each job recorded (e.g. loss per position); and, for the claim checks that compare two
 arms on the same seeds, one figure of their paired differences (PAIRED_PLOT: a panel per check, each seed's a - b,
 their mean with its 95% paired interval, zero, and the band the check tests shaded). The numbers drawn come from
-zoo/lab/evidence.py. The axes are labelled with the metrics in words (zoo/lab/metric_names.py), and a plot of the
-metric of the question's reference (zoo/lab/reference.py) draws its lines across: the n-gram losses, or chance; the
-one an arm must beat dashed."""
+zoo/lab/decide/evidence.py. The axes are labelled with the metrics in words (zoo/lab/decide/metric_names.py), and a plot
+of the metric of the question's reference (zoo/lab/decide/reference.py) draws its lines across: the n-gram losses, or
+chance; the one an arm must beat dashed."""
 
 from __future__ import annotations
 
@@ -14,24 +14,16 @@ import re
 import textwrap
 from pathlib import Path
 
-from .evidence import PairedDifference, arm_summary, paired_differences
-from .metric_names import describe
+from ..decide.evidence import PairedDifference, arm_summary, paired_differences
+from ..decide.metric_names import describe
+from ..decide.sweep import Sweep, short
 from .paper_overlay import write_overlays
-from .sweep import Sweep, short
+from .pyplot import _pyplot
 
 PAIRED_PLOT = "lab_paired_differences.png"  # a stable name: the report and docs/lab.md link it
-TUNING_PLOT = "lab_tuning.png"  # the tuned metric against the tuned parameter, per arm (zoo/lab/tuning.py)
+TUNING_PLOT = "lab_tuning.png"  # the tuned metric against the tuned parameter, per arm (zoo/lab/decide/tuning.py)
 BARS = "bars: 95% t-interval of the mean over seeds; dots: single seeds"
 JITTER = 0.06  # how far the seed dots spread, as a fraction of the gap between neighbouring x values
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _slug(text: str) -> str:
@@ -279,7 +271,7 @@ def _tuning_panel(ax, sweep: Sweep, tune, found, metric: str, references) -> Non
 
 def plot_tuning(sweep: Sweep, tune, found, path: Path, references=()) -> Path:
     """TUNING_PLOT: the tuned metric (and `show`'s metrics, a panel each) against the tuned parameter, per arm: the
-    sensitivity curve of zoo/lab/tuning.py, every value of the grid drawn."""
+    sensitivity curve of zoo/lab/decide/tuning.py, every value of the grid drawn."""
     plt = _pyplot()
     metrics = [tune.metric, *(m for m in tune.show if m != tune.metric)]
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.2), squeeze=False)
@@ -294,10 +286,10 @@ def plot_tuning(sweep: Sweep, tune, found, path: Path, references=()) -> Path:
 
 def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | None = None, tuned=None) -> list[Path]:
     """Every plot of the question's `lab.plots`, then the paper overlays (`lab.paper_overlay`,
-    zoo/lab/paper_overlay.py), then TUNING_PLOT when the question tunes a parameter per arm (`tuned`: (its Tune, the
-    arms' Choices), zoo/lab/tuning.py), then PAIRED_PLOT when a two-arm claim check (or a difference in differences)
-    has paired seeds; `references`: point -> its Reference (zoo/lab/reference.py); `checked`: the sweep the checks
-    see (the tuned one), by default `sweep`."""
+    zoo/lab/report/paper_overlay.py), then TUNING_PLOT when the question tunes a parameter per arm (`tuned`: (its Tune,
+    the arms' Choices), zoo/lab/decide/tuning.py), then PAIRED_PLOT when a two-arm claim check (or a difference in
+    differences) has paired seeds; `references`: point -> its Reference (zoo/lab/decide/reference.py); `checked`: the
+    sweep the checks see (the tuned one), by default `sweep`."""
     distinct = list({id(r): r for r in (references or {}).values()}.values())
     written = []
     for i, spec in enumerate(sweep.lab.get("plots", [])):

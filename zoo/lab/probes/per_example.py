@@ -1,5 +1,5 @@
 """Which dev examples a classifier got right, one boolean per example in the dev set's own order, so that two arms'
-accuracies can be compared example by example (McNemar's test, zoo/lab/stats.py) instead of seed by seed.
+accuracies can be compared example by example (McNemar's test, zoo/lab/decide/stats.py) instead of seed by seed.
 
 The classification tasks return `{"correct": (batch,) bool, "labels": (batch,)}` from their validation_step (what
 their val/acc counted); `PerExampleRecorder` collects it at every validation pass and keeps the last complete one,

@@ -1,11 +1,11 @@
-"""The numbers the lab's plots draw, apart from the drawing (zoo/lab/plots.py) so that tests can check them: each
+"""The numbers the lab's plots draw, apart from the drawing (zoo/lab/report/plots.py) so that tests can check them: each
 arm's seeds with their mean and its 95% t-interval; and for each claim check that compares two arms on the same
 seeds, the per-seed differences a - b with their mean, the 95% paired interval and the band the check tests; for a
 difference-in-differences check (`expect: diff_in_diff`, four points) the per-seed (a - b) - (c - d) over the seeds
 all four points ran, with the interval the check was decided on and its smallest effect.
 
-Intervals come from zoo/lab/stats.py and the check's boundaries from zoo/lab/claims.py, so a plot shows what the
-verdict was decided on. A check whose two arms ran different seeds is compared by a Welch interval, and has no
+Intervals come from zoo/lab/decide/stats.py and the check's boundaries from zoo/lab/decide/claims.py, so a plot shows
+what the verdict was decided on. A check whose two arms ran different seeds is compared by a Welch interval, and has no
 per-seed differences to draw: it gets no panel.
 """
 
@@ -177,7 +177,7 @@ def diff_in_diff(sweep: Sweep, check: dict, index: int) -> PairedDifference | No
 
 def paired_differences(sweep: Sweep, grid: Sweep | None = None) -> list[PairedDifference]:
     """Every two-arm (or difference-in-differences) claim check of the question with paired seeds, in the order of
-    the checks. For a question that tunes a parameter per arm (zoo/lab/tuning.py) `sweep` holds each arm's chosen
+    the checks. For a question that tunes a parameter per arm (zoo/lab/decide/tuning.py) `sweep` holds each arm's chosen
     point and `grid` every point: a check read on the whole grid (`grid: true`) is drawn from it."""
     checks = sweep.lab.get("checks", [])
     found = (paired_difference(grid if grid and c.get("grid") is True else sweep, c, i) for i, c in enumerate(checks))

@@ -8,7 +8,7 @@ A question states its reference in its config, `lab.reference`:
     reference: {kind: tagger, metric: val/acc, orders: 6}            # character tagging (lab/direction.yaml)
 
 - `ngram`: count n-gram models of orders 1..`orders` (default 4) fitted on the data's training split and scored on
-  the windows the val loss covers (zoo/lab/baselines.py), with the data and budget of the jobs themselves (their
+  the windows the val loss covers (zoo/lab/decide/baselines.py), with the data and budget of the jobs themselves (their
   config_resolved.yaml); `learned_below` is the order an arm must beat (3: the trigram); `method` kneser_ney
   (default) or absolute.
 - `chance`: 1 / `num_classes` (else the model's `num_classes` / `num_labels` in the jobs' config), or `value`;
@@ -16,7 +16,7 @@ A question states its reference in its config, `lab.reference`:
   shows the tuned recipe's figure beside it (a line to read against, not a bar: an arm of a sweep cut to fit the
   lab's budget is not expected to reach it).
 - `tagger`: for character tagging (zoo/data/char_tagging.py), the majority class and count taggers over the last
-  1..`orders` (default 4) characters (zoo/lab/tag_baselines.py), fitted on the training split and scored on the
+  1..`orders` (default 4) characters (zoo/lab/decide/tag_baselines.py), fitted on the training split and scored on the
   tagged characters `val/acc` covers; the bar is the majority class (what always answering the commoner tag scores).
 - `value`: a number from the config, for metrics without a cheap baseline (translation BLEU); `better` says which
   way is better (default: lower for a loss, higher for accuracy and BLEU).
@@ -217,7 +217,7 @@ def _ngram(ref: dict, config: dict) -> Reference:
     bar = lines[ref["learned_below"] - 1]
     about = (
         f"Count n-gram models of {name}{f' ({tokens} tokens)' if tokens else ''}, fitted on its training split "
-        f"({method}; zoo/lab/baselines.py) and scored on {result.scored}, in nats per token"
+        f"({method}; zoo/lab/decide/baselines.py) and scored on {result.scored}, in nats per token"
     )
     return Reference(ref["metric"], lines, bar, True, about, _exempt(ref))
 
@@ -275,9 +275,9 @@ def _tagger(ref: dict, config: dict) -> Reference:
     lines = (majority, *((f"left {k}-char count tagger", v) for k, v in result.by_order.items()))
     name = data_cfg.get("dataset") or "the text"
     about = (
-        f"Taggers that read only the left context (zoo/lab/tag_baselines.py): the commoner tag of {name}'s training "
-        f"split, and the tag seen most often there after the same k characters (the character and the k-1 before "
-        f"it, backing off to shorter contexts), scored on the {result.scored} tagged characters of the "
+        f"Taggers that read only the left context (zoo/lab/decide/tag_baselines.py): the commoner tag of {name}'s "
+        "training split, and the tag seen most often there after the same k characters (the character and the k-1 "
+        f"before it, backing off to shorter contexts), scored on the {result.scored} tagged characters of the "
         f"{len(windows.starts)} validation windows of {windows.block_size} characters that {ref['metric']} covers"
     )
     return Reference(ref["metric"], lines, majority, False, about, _exempt(ref))

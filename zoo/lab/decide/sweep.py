@@ -5,11 +5,11 @@ Hydra's basic sweeper writes the plan of the multirun (its parameters and the co
 `multirun.yaml` before the first job: from it the sweep knows which jobs should be there, so a job that never ran is
 listed as missing, and a folder left by an earlier sweep in the same directory is refused rather than mixed in.
 
-A job may hold several arms (a timing question times its arms interleaved in one process, zoo/lab/timing.py): its
-result.json then lists `arms`, each with its own parameters and metrics, and each arm is read as a job of its own
+A job may hold several arms (a timing question times its arms interleaved in one process, zoo/lab/measure/timing.py):
+its result.json then lists `arms`, each with its own parameters and metrics, and each arm is read as a job of its own
 (the job's parameters plus the arm's), so tables, plots and checks treat arms as points like any other.
 
-A classifier's job may also record which dev examples it got right (zoo/lab/per_example.py): a file beside its
+A classifier's job may also record which dev examples it got right (zoo/lab/probes/per_example.py): a file beside its
 result.json, read only when a check asks for it (`PerExample.correct`).
 """
 
@@ -31,7 +31,7 @@ RERUN = "re-run the sweep into a fresh hydra.sweep.dir"
 
 @dataclass(frozen=True)
 class PerExample:
-    """A job's record of which dev examples it got right on one metric (written by zoo/lab/per_example.py)."""
+    """A job's record of which dev examples it got right on one metric (written by zoo/lab/probes/per_example.py)."""
 
     path: Path
     n: int  # examples in the validation pass

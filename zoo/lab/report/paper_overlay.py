@@ -35,10 +35,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .claims import canonical_value
-from .evidence import ArmSummary, arm_summary
-from .metric_names import describe
-from .sweep import Sweep, short
+from ..decide.claims import canonical_value
+from ..decide.evidence import ArmSummary, arm_summary
+from ..decide.metric_names import describe
+from ..decide.sweep import Sweep, short
 
 OVERLAY_PLOT = "lab_paper_overlay{}.png"  # the index of the overlay (empty for the first): stable names to link
 NORMALISE = ("ratio", "difference")
@@ -261,7 +261,7 @@ def _how(overlay: Overlay) -> str:
 def plot_overlay(sweep: Sweep, overlay: Overlay, path: Path) -> Path:
     """The lab's normalised means with their 95% t-intervals (circles, solid) and the paper's normalised points
     (hollow squares, dashed) in the colour of the same series."""
-    from .plots import _pyplot
+    from .pyplot import _pyplot
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 4.3))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[2]
-QUESTIONS_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiment" / "lab"
+ROOT = Path(__file__).resolve().parents[3]
+QUESTIONS_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment" / "lab"
 
 
 def question_names() -> list[str]:
@@ -23,6 +23,12 @@ def question(name: str) -> dict:
     if lab is None:
         raise ValueError(f"{QUESTIONS_DIR / name}.yaml has no `lab` section (title, claim, checks, quick)")
     return OmegaConf.to_container(lab, resolve=False)
+
+
+def question_config_params(name: str) -> dict:
+    """The question's own sweep (hydra.sweeper.params): what a budget or a GPU plan's overrides may change."""
+    config = OmegaConf.to_container(OmegaConf.load(QUESTIONS_DIR / f"{name}.yaml"), resolve=False)
+    return ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
 
 
 def composed_config(name: str) -> dict:

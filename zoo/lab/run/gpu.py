@@ -18,7 +18,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from .questions import question
+from ..questions.configs import question, question_config_params
+from .commands import check_run_overrides, run_forwarding_signals, train_command
 
 # The questions of issue 26 item 5, in the order they run: the last one only if the time left allows it.
 PLAN = ["ln_placement", "heads_multi30k", "dot_vs_additive"]
@@ -64,23 +65,13 @@ def estimate_s(name: str, plan: list[str], n_jobs: int) -> tuple[int, float]:
     return jobs, math.ceil(jobs / n_jobs) * float(gpu_section(name).get("job_s", 60))
 
 
-def question_config_params(name: str) -> dict:
-    """The question's own sweep (hydra.sweeper.params): the plan's overrides change some of it."""
-    from omegaconf import OmegaConf
-
-    from .questions import QUESTIONS_DIR
-
-    config = OmegaConf.to_container(OmegaConf.load(QUESTIONS_DIR / f"{name}.yaml"), resolve=False)
-    return ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
-
-
 def prepare_data(name: str) -> None:
     """The question's tokenizer and encoded splits built once, here, before its jobs start: otherwise the first wave
     of jobs builds them all at once (the cache's writes are atomic, so only time is lost, which is why a failure
     here is only a note: the jobs then prepare the data themselves, and say what is wrong)."""
     from hydra.utils import instantiate
 
-    from .questions import composed_config
+    from ..questions.configs import composed_config
 
     try:
         instantiate(composed_config(name)["data"]).prepare_data()
@@ -90,9 +81,8 @@ def prepare_data(name: str) -> None:
 
 def run_question(name: str, plan: list[str], sweep_dir: Path) -> tuple[int, str]:
     """Run one question's sweep and report it: (exit status of the sweep, a line that says how it went)."""
-    from .__main__ import check_run_overrides, run_forwarding_signals, train_command
-    from .report import write_report
-    from .sweep import load_sweep
+    from ..decide.sweep import load_sweep
+    from ..report.report import write_report
 
     args = [*plan, f"hydra.sweep.dir={sweep_dir}"]
     check_run_overrides(name, args)

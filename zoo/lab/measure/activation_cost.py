@@ -2,7 +2,7 @@
 
 After training, on the shape the model's first FFN actually saw (its input, captured at the first training step),
 two things are timed forward and backward for each activation, all arms interleaved in one process
-(zoo/lab/timing.py), so that the machine's drift falls on every arm alike:
+(zoo/lab/measure/timing.py), so that the machine's drift falls on every arm alike:
 - the nonlinearity alone on the FFN's hidden tensor (batch x positions x d_ff): what "ReLU is cheap" is about;
 - the whole FFN (linear, activation, linear) with that activation: what the difference is worth once the two
   matrix products around it are paid for.
@@ -20,8 +20,8 @@ import torch
 
 from zoo.core.feedforward import ACTIVATIONS, FeedForward
 
+from ..probes.record import log_on_rank_zero
 from . import timing
-from .record import log_on_rank_zero
 
 
 class ActivationCostProbe(L.Callback):

@@ -1,14 +1,14 @@
 """CostProbe: what a training step costs, for comparing attention variants in one sweep.
 
 Step time: the median wall time of the training steps after `skip_steps` (the first ones pay for warm-up and
-allocation), with its spread and contention flag (zoo/lab/timing.py: a job that shared the machine with another
+allocation), with its spread and contention flag (zoo/lab/measure/timing.py: a job that shared the machine with another
 says so, and its step time decides no check). Memory: the bytes autograd saves for backward in one training step
 (see memory.py; on CUDA also the allocator's peak). Logged as probe/cost/step_ms (with /spread, /contended,
 /spread_limit), probe/cost/saved_mb (and probe/cost/cuda_peak_mb).
 
 Two arms trained in two jobs compare step times of two moments of the machine. With `compare_with` (config fields,
 e.g. {attn_score: additive, attn_scale: none}) the probe, after training, times a training step of the model and of
-an untrained twin with those fields interleaved in one process (zoo/lab/timing.py) on the last training batch
+an untrained twin with those fields interleaved in one process (zoo/lab/measure/timing.py) on the last training batch
 (fed as `net.loss(*batch)`: a causal LM's (idx, targets)): probe/cost/compared_step_ms and
 probe/cost/compared_over_step (the twin's time over the model's), each with its spread and contention flag."""
 
@@ -20,9 +20,9 @@ import time
 import lightning as L
 import torch
 
+from ..probes.record import log_on_rank_zero
 from . import timing
 from .memory import count_saved_tensors, cuda_peak_mb
-from .record import log_on_rank_zero
 from .timing import Timing
 
 

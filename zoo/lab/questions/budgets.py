@@ -67,14 +67,14 @@ def budgets(name: str, lab: dict, swept: list[str] = ()) -> dict[str, list[str]]
 
 def swept_parameters(name: str) -> list[str]:
     """The parameters the question's config sweeps (hydra.sweeper.params), the seed among them."""
-    from .gpu import question_config_params
+    from .configs import question_config_params
 
     return list(question_config_params(name))
 
 
 def question_budgets(name: str) -> dict[str, list[str]]:
     """The budgets of a question by its name, checked against its config's grid."""
-    from .questions import question
+    from .configs import question
 
     return budgets(name, question(name), swept_parameters(name))
 
@@ -83,7 +83,7 @@ def run_overrides(name: str, budget: str) -> list[str]:
     """What `run <name> --budget <budget>` adds to the command line: the budget's overrides, the budget's name for the
     jobs' configs, and a sweep folder of its own (claimed like every sweep folder, zoo.entry.resolvers.sweep_dir).
     The config's own budget adds nothing: it is the plain run."""
-    from .questions import question
+    from .configs import question
 
     lab = question(name)
     declared = budgets(name, lab, swept_parameters(name))

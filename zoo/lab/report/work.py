@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from .sweep import Sweep, read_yaml
+from ..decide.sweep import Sweep, read_yaml
 
 # DataModule class -> (what one batch element is, whether it is a window of `data.block_size` tokens).
 UNITS = {

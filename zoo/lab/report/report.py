@@ -1,6 +1,6 @@
 """report.md of a lab sweep: the claim, the measured table (mean ± spread over seeds per point), the plots, each
-check's effect with its 95% interval and outcome, and the verdict derived from the claim checks (zoo/lab/claims.py);
-written into the sweep directory.
+check's effect with its 95% interval and outcome, and the verdict derived from the claim checks
+(zoo/lab/decide/claims.py); written into the sweep directory.
 
     python -m zoo.lab report <sweep_dir>     (and by itself at the end of a lab multirun: LabReport)
 """
@@ -20,12 +20,13 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from . import reference, stats, timing, tuning
-from .budgets import budget_overrides, run_budget
-from .claims import OUTCOMES, CheckResult, decide, evaluate, matches, select, verdict
-from .metric_names import header
+from ..decide import reference, stats, tuning
+from ..decide.claims import OUTCOMES, CheckResult, decide, evaluate, matches, select, verdict
+from ..decide.metric_names import header
+from ..decide.sweep import Sweep, Unfinished, load_sweep, short
+from ..measure import timing
+from ..questions.budgets import budget_overrides, run_budget
 from .plots import write_plots
-from .sweep import Sweep, Unfinished, load_sweep, short
 from .work import sweep_work, work_line
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def check_metrics(lab: dict) -> list[str]:
 
 
 def timed_metrics(sweep: Sweep, metrics: list[str]) -> list[str]:
-    """The metrics that are timings from zoo/lab/timing.py: some job recorded their spread beside them."""
+    """The metrics that are timings from zoo/lab/measure/timing.py: some job recorded their spread beside them."""
     return [m for m in metrics if any(m + timing.SPREAD in j.metrics for j in sweep.jobs)]
 
 
@@ -70,7 +71,7 @@ def timing_lines(sweep: Sweep, metrics: list[str]) -> list[str]:
     seed_key = sweep.lab.get("seed_key", "seed")
     lines = [
         "Timings: the median ± spread (interquartile range / median) of the repeated runs behind each, per point and "
-        "seed (arms timed together ran in rounds interleaved in one process, zoo/lab/timing.py); above "
+        "seed (arms timed together ran in rounds interleaved in one process, zoo/lab/measure/timing.py); above "
         f"{limit} a timing is **contended**, the machine was shared, and it decides no check:",
         "",
     ]
@@ -99,7 +100,7 @@ def table(
     chosen: set[tuple] | None = None,
 ) -> list[str]:
     """Mean ± sd per point; with a reference, a column saying whether the point beat it; for a tuned question
-    (`chosen`: the points the checks compare, zoo/lab/tuning.py), a last column marking them."""
+    (`chosen`: the points the checks compare, zoo/lab/decide/tuning.py), a last column marking them."""
     stats = sweep.stats(metrics)
     head = [short(k) for k in sweep.swept] + ["seeds"] + [header(m, sweep.lab) for m in metrics]
     head += ["vs reference"] if found else []
@@ -122,7 +123,7 @@ def table(
 
 def references(sweep: Sweep) -> tuple[dict[tuple, reference.Reference], dict[tuple, str], list[str]]:
     """(point -> its reference, point -> 'did not learn (...)' for the points that do not beat it, the lines that
-    show the reference under the table's heading); all empty without a reference (zoo/lab/reference.py)."""
+    show the reference under the table's heading); all empty without a reference (zoo/lab/decide/reference.py)."""
     found, lines = reference.for_sweep(sweep)
     not_learned = {}
     for key, ref in found.items():
@@ -149,7 +150,7 @@ def write_per_seed_csv(sweep: Sweep, metrics: list[str]) -> Path:
 
 
 def wall_line(sweep: Sweep) -> str:
-    """The job time and, beside it, what each job trained on (zoo/lab/work.py): a time means little without the
+    """The job time and, beside it, what each job trained on (zoo/lab/report/work.py): a time means little without the
     work done in it. publish puts it after the machine, at the head of the Measured block."""
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
     spent = ""
@@ -195,7 +196,7 @@ def budget_text(sweep: Sweep) -> str:
 
 def work_facts(sweep: Sweep) -> dict | None:
     """What each job trained on, for the outcome-against-budget table's order: {count (the most any job saw), low
-    (the least), unit}; None when no job's config says (zoo/lab/work.py)."""
+    (the least), unit}; None when no job's config says (zoo/lab/report/work.py)."""
     known = [w for w in sweep_work(sweep) if w is not None]
     if not known:
         return None
@@ -220,7 +221,7 @@ def _left_undecided(
     result: CheckResult, check: dict, sweep: Sweep, not_learned: dict[tuple, str] | None = None
 ) -> CheckResult:
     """A check is not decided on a point that lost a seed (the missing seed could have changed it), nor, if it is a
-    claim check, on a point that did not learn (it did not beat the question's reference: zoo/lab/reference.py),
+    claim check, on a point that did not learn (it did not beat the question's reference: zoo/lab/decide/reference.py),
     unless the check lists that point in `may_not_learn`: an arm the claim says trains badly (unscaled attention at
     a large d_k) failing to learn is the claim's prediction, not a reason to leave it undecided; the points the
     comparison is made against must still have learned."""
@@ -311,7 +312,7 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     metrics = check_metrics(lab)
     checks = lab.get("checks", [])
     found, not_learned, reference_lines = references(sweep)
-    # A tuned question: the checks see each arm at its chosen value only (zoo/lab/tuning.py); the table and the
+    # A tuned question: the checks see each arm at its chosen value only (zoo/lab/decide/tuning.py); the table and the
     # plots keep every value.
     tune = tuning.tune_config(lab)
     tuned = (tune, tuning.choices(sweep, tune)) if tune else None

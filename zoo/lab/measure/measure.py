@@ -1,13 +1,13 @@
 """Measurement jobs: a sweep point that times a model instead of training it, with the same result.json.
 
-A lab config sets `lab_measure: {_target_: zoo.lab.measure.<function>, ...}`; train.py then builds the data and
+A lab config sets `lab_measure: {_target_: zoo.lab.measure.measure.<function>, ...}`; train.py then builds the data and
 the model as for training and calls `measure`, which returns (metrics, record) for result.json. Inputs are real
 text from the validation split. Timings are wall-clock on this machine (medians of a few repetitions): compare
 them within one sweep, never across machines.
 
-A measurement that compares times times its arms interleaved in one job (zoo/lab/timing.py): `arms` is a grid of
+A measurement that compares times times its arms interleaved in one job (zoo/lab/measure/timing.py): `arms` is a grid of
 arm parameters, every arm is built and timed in this process, and the record lists each arm with its parameters, so
-the report reads every arm as a point (zoo/lab/sweep.py). A timing whose spread shows the machine was shared is
+the report reads every arm as a point (zoo/lab/decide/sweep.py). A timing whose spread shows the machine was shared is
 flagged `contended` and decides no check.
 """
 
@@ -103,7 +103,7 @@ def decoding(
     """Time per generated token against its position (batch 1, greedy), with and without the KV cache, and a
     training step's tokens/s at the model's full context for comparison: training handles all positions of a
     window at once, decoding one. The generations (the arms: {use_cache: [true, false]}) and the training step run
-    interleaved in one process (zoo/lab/timing.py); each arm is recorded with `use_cache` as its parameter."""
+    interleaved in one process (zoo/lab/measure/timing.py); each arm is recorded with `use_cache` as its parameter."""
     grid = arm_grid(arms or {"use_cache": [True, False]})
     if any(set(arm) != {"use_cache"} for arm in grid):
         raise ValueError(f"lab_measure.arms takes exactly use_cache, got {', '.join(arms)}")
@@ -175,8 +175,8 @@ def interleaved_attention_cost(
 ) -> tuple[dict, dict]:
     """One training step (forward + backward) of a causal LM for every arm of `arms` ({variant: [...], seq_len:
     [...]}) in one process: each variant's model is `net` with the variant's config fields (`variants[name]`), each
-    arm a step of its variant at its length. The steps are timed interleaved (zoo/lab/timing.py): median time with
-    its spread, tokens/s; and each arm's memory saved for backward counted once (on CUDA also the allocator's
+    arm a step of its variant at its length. The steps are timed interleaved (zoo/lab/measure/timing.py): median time
+    with its spread, tokens/s; and each arm's memory saved for backward counted once (on CUDA also the allocator's
     peak)."""
     grid = arm_grid(arms)
     if any(set(arm) != {"variant", "seq_len"} for arm in grid):

@@ -33,9 +33,10 @@ import torch
 
 from zoo.data.atomic import replacing
 
-from . import stats
-from .budgets import run_budget
-from .claims import OUTCOMES
+from ..decide import stats
+from ..decide.claims import OUTCOMES
+from ..decide.sweep import Sweep, load_sweep
+from ..questions.budgets import run_budget
 from .report import (
     PER_SEED_CSV,
     RULE_STAMP,
@@ -46,7 +47,6 @@ from .report import (
     wall_line,
     writable,
 )
-from .sweep import Sweep, load_sweep
 
 
 def machine_line(sweep: Sweep | None = None) -> str:
@@ -338,7 +338,7 @@ def _overridden(body: str) -> bool:
 
 def _own_budget(name: str) -> str | None:
     """The name of the budget the question's config runs at, as the config says now (None: it does not say)."""
-    from .questions import question, question_names
+    from ..questions.configs import question, question_names
 
     return question(name).get("budget") if name in question_names() else None
 
@@ -442,7 +442,7 @@ _OLD_VERDICT = re.compile(r"^#### Verdict: (.+)$", flags=re.MULTILINE)
 
 
 def _title(name: str) -> str:
-    from .questions import question, question_names
+    from ..questions.configs import question, question_names
 
     return question(name).get("title", name) if name in question_names() else name
 
@@ -461,8 +461,8 @@ def published_shortfalls(name: str, body: str, references: dict | None = None) -
     """For a section decided under the earlier rule: which of its points did not beat the question's reference, by
     the means its own table shows, the reference computed for the question's config as it is now (a full run ran
     that config; a run with overrides is not checked). `references` memoizes the references by data."""
-    from .questions import composed_config, question_names
-    from .reference import UnavailableError, compute, data_identity, reference_config
+    from ..decide.reference import UnavailableError, compute, data_identity, reference_config
+    from ..questions.configs import composed_config, question_names
 
     if name not in question_names():
         return "not checked (no such question)"
@@ -505,7 +505,7 @@ def paper_checks(name: str, facts: dict) -> list[dict] | None:
         return None
     if any("paper" in c for c in checks):
         return [c for c in checks if c.get("paper")]
-    from .questions import question, question_names
+    from ..questions.configs import question, question_names
 
     if name not in question_names():
         return None

@@ -9,7 +9,7 @@ and a difference above `tolerance` is an error.
 - `BatchNormFoldProbe` (a callback): after training, on the trained model and one real validation batch.
 - `bn_fold` (a `lab_measure` function): the same on a freshly built model, without training.
 Both record `lab/infer_ms` (median eval forward of the batch as trained), `lab/infer_ms_folded` (the two timed
-interleaved in one process, each with its spread and contention flag: zoo/lab/timing.py),
+interleaved in one process, each with its spread and contention flag: zoo/lab/measure/timing.py),
 `lab/fold_speedup` (unfolded / folded time), `lab/fold_max_diff` and `lab/batchnorms` (how many were folded); with
 `compare_with`, a twin of the model with those config fields timed in the same rounds: `lab/infer_ms_compared` and
 `lab/compared_over_folded` (its time over the folded model's).
@@ -24,8 +24,8 @@ import lightning as L
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from ..probes.record import log_on_rank_zero
 from . import timing
-from .record import log_on_rank_zero
 
 
 def _forward(net, images):
@@ -61,7 +61,8 @@ def fold_timing(
             raise ValueError(
                 f"folding the BatchNorms changed the logits by {diff:.3g} (> {tolerance:g}); the fold is wrong"
             )
-        # the two models interleaved in one process (zoo/lab/timing.py): their ratio is not a ratio of two moments
+        # the two models interleaved in one process (zoo/lab/measure/timing.py): their ratio is not a ratio of two
+        # moments
         sync = (lambda: torch.cuda.synchronize(images.device)) if images.device.type == "cuda" else None
         arms = {"plain": _forward(net, images), "folded": _forward(folded, images)}
         if compare_with is not None:
@@ -96,7 +97,7 @@ class BatchNormFoldProbe(L.Callback):
         self.metrics: dict[str, float] = {}
 
     def on_train_end(self, trainer, pl_module) -> None:
-        from .batches import first_val_batch
+        from ..probes.batches import first_val_batch
 
         images = first_val_batch(trainer, pl_module)[0]
         if self.batch_size is not None:

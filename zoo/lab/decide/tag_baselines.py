@@ -13,8 +13,8 @@ data module, cut at `limit_val_batches`), and a character's context never reache
 count tagger sees what a causal model of the window sees, at most k characters of it. A causal model may still beat
 a count tagger (it reads the whole left part of its window), but not by reading the right.
 
-Counting is vectorised as in zoo/lab/baselines.py (contexts as integers in base vocab_size, np.unique and a sorted
-search): tiny shakespeare's million training characters take about a second for orders 1 to 6.
+Counting is vectorised as in zoo/lab/decide/baselines.py (contexts as integers in base vocab_size, np.unique and a
+sorted search): tiny shakespeare's million training characters take about a second for orders 1 to 6.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ How the rate is chosen:
 
 Choosing on the metric the checks then compare (the same validation set) makes the winner's value a little
 optimistic (the best of several noisy means). A question can choose on another measurement of the same models, e.g.
-the training loss at the end (`lab/loss_end`, zoo/lab/divergence.py): its noise from the data is independent of the
-validation set's, though the noise of the trained models themselves is shared.
+the training loss at the end (`lab/loss_end`, zoo/lab/probes/divergence.py): its noise from the data is independent of
+the validation set's, though the noise of the trained models themselves is shared.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def choices(sweep: Sweep, tune: Tune) -> list[Choice]:
 def collapse(sweep: Sweep, found: list[Choice]) -> Sweep:
     """The sweep the checks see: each arm's chosen point only (an arm with none is left out: its checks read "not
     measured"). The jobs that left no result stay: a seed missing at any rate of an arm could have changed its
-    choice, so the checks on that arm stay undecided (zoo/lab/report.py)."""
+    choice, so the checks on that arm stay undecided (zoo/lab/report/report.py)."""
     kept = [c.chosen.key for c in found if c.chosen is not None]
     points = {k: sweep.points[k] for k in sweep.points if k in kept}
     members = {k: sweep.members[k] for k in points}

@@ -234,7 +234,9 @@ def baselines(
     return Baselines(losses, method, scored, predicted)
 
 
-def _main() -> None:  # python -m zoo.lab.baselines: tiny shakespeare's numbers, whole split and the lab's windows
+def _main() -> (
+    None
+):  # python -m zoo.lab.decide.baselines: tiny shakespeare's numbers, whole split and the lab's windows
     import argparse
 
     from zoo.data import LanguageModelDataModule

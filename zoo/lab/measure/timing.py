@@ -10,7 +10,7 @@ arm from always running first (right after a warm-up or a garbage collection).
 - `Timing`: one arm's times, their median, and their spread: the interquartile range over the median. The machine
   is noisy (about ±15% between rounds when it is quiet); a spread above `limit` (SPREAD_LIMIT, 25%) means something
   else ran on the machine meanwhile, and the timing is `contended`: a claim check never decides on it
-  (zoo/lab/claims.py).
+  (zoo/lab/decide/claims.py).
 - `load()`: the 1-minute load average and the number of cores, reported beside the timings but not deciding anything
   (it lags by a minute and counts our own threads).
 

@@ -1,6 +1,6 @@
 """What a lab job adds to its result.json: every scalar metric it logged and what its lab callbacks recorded
-(probe histories, curves such as the loss per position, the per-example record of zoo/lab/per_example.py). train.py
-calls `lab_record` when it writes the file."""
+(probe histories, curves such as the loss per position, the per-example record of zoo/lab/probes/per_example.py).
+train.py calls `lab_record` when it writes the file."""
 
 from __future__ import annotations
 

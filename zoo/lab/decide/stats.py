@@ -3,14 +3,14 @@ a boundary, TOST for equivalence, and Holm's step-down correction.
 
 Most tests here are t tests on a handful of seeds: the seeds of one arm are independent runs, and two arms that
 ran the same seeds share their data order (`data.seed`), so their per-seed differences are paired. Nothing here
-knows about sweeps or configs (zoo/lab/claims.py turns checks into these calls).
+knows about sweeps or configs (zoo/lab/decide/claims.py turns checks into these calls).
 
 Conventions: an `Effect` is the estimate of `b - a` (or of `a - threshold`), oriented by the caller so that a
 positive value is the direction the claim predicts. One-sided p-values answer "how surprising is this estimate if
 the true effect were at (or beyond) the boundary on the other side".
 
 Accuracies on a fixed dev set are also compared example by example (McNemar's test, `mcnemar` below) when both
-arms recorded which dev examples they got right (zoo/lab/per_example.py): the examples one arm gets right and the
+arms recorded which dev examples they got right (zoo/lab/probes/per_example.py): the examples one arm gets right and the
 other wrong carry the whole difference, and there are hundreds of them per seed instead of one number. Checked
 against known cases in tests/test_lab_stats.py and tests/test_lab_mcnemar.py.
 """

@@ -19,14 +19,14 @@ compares points on one metric:
 - `smallest_effect`: the smallest effect worth reporting, in the metric's units; it defaults to the question's
   `lab.smallest_effect[metric]`, else to a value per kind of metric (SMALLEST_EFFECT), else 0.
 
-How a claim check is decided (zoo/lab/stats.py does the arithmetic):
+How a claim check is decided (zoo/lab/decide/stats.py does the arithmetic):
 - Each comparison estimates an effect oriented so that a positive value is what the claim predicts, with its 95%
   interval: a paired t interval over the seeds both points ran (the data order is shared through the seed), a Welch
   interval when their seeds differ, a one-sample interval against a threshold. With `factor` the effect is the log
   of the ratio of the two points and its boundary log(factor); otherwise the boundary is the smallest effect.
 - Accuracies on a fixed dev set (`val/acc`): a `less`/`greater` comparison of two points (each step of a trend or
   interior check too) is tested example by example, McNemar's test pooled over the seeds (stats.mcnemar), when every
-  seed both points ran recorded which dev examples it got right, over the same examples (zoo/lab/per_example.py),
+  seed both points ran recorded which dev examples it got right, over the same examples (zoo/lab/probes/per_example.py),
   and the seed-level paired t test too: an outcome needs both (its p is the larger of the two), since McNemar alone
   conditions on the trained models and would let one badly trained seed decide. Otherwise the t test alone
   decides, and the text says why McNemar could not. `similar` stays a TOST on the t interval.
@@ -44,10 +44,10 @@ How a claim check is decided (zoo/lab/stats.py does the arithmetic):
 - Holm's correction runs over the question's claim checks: once over their tests of support, once over their tests
   of contradiction.
 - Inconclusive by construction: a timing measured while the machine was shared (its `<metric>/contended` flag, from
-  zoo/lab/timing.py, set on any seed of a point the check compares: the reason names its spread and the limit),
+  zoo/lab/measure/timing.py, set on any seed of a point the check compares: the reason names its spread and the limit),
   a point with fewer than MIN_SEEDS seeds, a point not in the run, a job that left no
-  result (zoo/lab/report.py), a non-finite value (a run diverged). With `diverged: worst` (a metric where lower is
-  better) a point where any seed diverged counts as worse than every finite one, and never as similar to one.
+  result (zoo/lab/report/report.py), a non-finite value (a run diverged). With `diverged: worst` (a metric where lower
+  is better) a point where any seed diverged counts as worse than every finite one, and never as similar to one.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ import math
 from dataclasses import dataclass, field, replace
 from statistics import mean, stdev
 
+from ..measure.timing import CONTENDED, LIMIT, SPREAD
 from . import stats
-from .timing import CONTENDED, LIMIT, SPREAD
 
 EXPECTATIONS = (
     "less",
@@ -104,8 +104,8 @@ class Stat:
         return f"{self.mean:.4g} ± {self.sd:.2g}" if math.isfinite(self.mean) else "non-finite"
 
 
-# The metrics that may carry a per-example record (zoo/lab/per_example.py): a check on one of them says why it fell
-# back to the t test.
+# The metrics that may carry a per-example record (zoo/lab/probes/per_example.py): a check on one of them says why it
+# fell back to the t test.
 PER_EXAMPLE_METRICS = ("val/acc",)
 
 
@@ -127,7 +127,7 @@ class Step:
     p_support: float | None = None
     p_contradict: float | None = None
     # (estimate, low, high) of each effect the comparison measured, oriented as the claim predicts: the numbers the
-    # outcome-against-budget table shows (zoo/lab/publish.py); empty when no interval was computed
+    # outcome-against-budget table shows (zoo/lab/report/publish.py); empty when no interval was computed
     effects: list[tuple[float, float, float]] = field(default_factory=list)
 
 
