@@ -86,11 +86,13 @@ def test_wheel_installs_and_trains_from_another_directory(tmp_path):
     env.update(ZOO_OFFLINE="1", ZOO_CACHE_DIR=str(tmp_path / "cache"), WANDB_MODE="offline")
     where = run(python, "-c", "import zoo; print(zoo.__file__)", cwd=elsewhere, env=env).stdout.strip()
     assert Path(where).is_relative_to(env_dir), f"zoo imported from {where}, not from the wheel"
-    # The modelling code a remote-code export writes and the two-vocabulary tokenizer's class (package data, read as
-    # text) are in the wheel.
+    # The modelling code a remote-code export writes (templates, and zoo's own modules it copies) and the
+    # two-vocabulary tokenizer's class (package data, read as text) are in the wheel.
     read = (
-        "from zoo.interop.remote_code import REMOTE_FILES, template; from zoo.interop.hf_tokenizer import "
-        "TRANSLATION_CODE; print(sum(len(template(f)) for f in (*REMOTE_FILES, TRANSLATION_CODE)))"
+        "from importlib import resources; from zoo.interop.remote_code import REMOTE_FILES, template; "
+        "from zoo.interop.hf_tokenizer import TRANSLATION_CODE; "
+        "code = (resources.files('zoo.interop') / 'remote' / TRANSLATION_CODE).read_text(); "
+        "print(min(len(template(f)) for f in REMOTE_FILES) * len(code))"
     )
     assert int(run(python, "-c", read, cwd=elsewhere, env=env).stdout) > 0
 
