@@ -91,6 +91,13 @@ def test_the_code_keeps_its_floors():
     assert not problems, "import floors broken (docs/design.md):\n" + "\n".join(problems)
 
 
+def test_the_training_entry_knows_nothing_of_the_lab():
+    """The lab plugs into training through config (its callbacks, a `measure` target); train.py imports none of it."""
+    for path in (ROOT / "zoo" / "entry" / "train.py", ROOT / "train.py"):
+        lab = [f"{path.name}:{line} {m}" for line, m in imported_modules(path, ROOT) if m.startswith("zoo.lab")]
+        assert not lab, lab
+
+
 def test_the_scan_sees_the_real_imports():
     """The checker is not vacuous: it resolves relative imports and finds the known edges of the tree."""
     edges = {

@@ -38,7 +38,7 @@ QUESTIONS = question_names()
 # in a language model, its statistics probe), residual (the token-spread probe) and ln_placement (the
 # encoder-decoder Transformer on Multi30k, the per-stack gradient ratio) below, in ONE_JOB; positions_sst2 (SST-2
 # classification, the word-order probe, the per-example records) in tests/test_lab_word_order.py, window_cost (a
-# lab_measure timing its arms in one job) in tests/test_lab_timing.py, why_normalize (the activation probe, the loss
+# measure timing its arms in one job) in tests/test_lab_timing.py, why_normalize (the activation probe, the loss
 # curve, a rate tuned per arm) in tests/test_lab_tune.py, direction (character tagging, bidirectional vs causal) in
 # tests/test_lab_direction.py, one job each of bn_vit and inductive_bias (ViT, CNN, the BN fold and BN statistics
 # probes) in tests/test_lab_part2.py. dot_vs_additive (additive attention, the cost probe) runs as the scaled-down
@@ -50,7 +50,7 @@ QUESTIONS = question_names()
 QUICK = [
     "scaling",  # a GPT LM with the attention and gradient probes, per layer and projection (checked below)
     "residual_mnist",  # an image question: the plain vs residual MLP on MNIST, with the fit-error probe
-    "decoding",  # a lab_measure job: the decoding cost, measured after training
+    "decoding",  # a measure job: the decoding cost, measured after training
 ]
 # Overrides added to a quick run: scaling's quick grid runs 5 seeds (20 jobs); two seeds run every job's code.
 QUICK_EXTRA = {"scaling": ["seed=1,2"]}
@@ -136,7 +136,7 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
     seeds = {p["seed"] for p in grid}
     assert len(seeds) >= 2, f"{name}: every point needs >= 2 seeds"
     swept = {k: {canonical_value(p[k]) for p in grid} for k in grid[0]}
-    arms = OmegaConf.select(cfg, "lab_measure.arms")  # one job's interleaved arms: points of the report too
+    arms = OmegaConf.select(cfg, "measure.arms")  # one job's interleaved arms: points of the report too
     swept.update({k: {canonical_value(v) for v in values} for k, values in (arms or {}).items()})
     for i, check in enumerate(lab["checks"]):  # each check names swept values that exist
         check_config(check, i)
@@ -149,8 +149,8 @@ def test_question_composes_and_builds_at_every_sweep_point(name, tmp_path):
     assert any(type(c).__name__ == "AttentionProbe" for c in callbacks)
     if cfg.get("optimized_metric") == "val/acc":  # the classifiers record their dev examples, for McNemar's test
         assert any(type(c).__name__ == "PerExampleRecorder" for c in callbacks)
-    if cfg.get("lab_measure") is not None:
-        assert callable(hydra.utils.get_method(cfg.lab_measure._target_))
+    if cfg.get("measure") is not None:
+        assert callable(hydra.utils.get_method(cfg.measure._target_))
     datamodule = None
     if name not in DATA_FIELDS:
         datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")

@@ -18,11 +18,11 @@ from scipy import optimize as scipy_optimize
 from scipy import stats as scipy_stats
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
+from zoo.entry.records import run_record
 from zoo.lab.decide import stats
 from zoo.lab.decide.claims import decide, evaluate
 from zoo.lab.decide.sweep import load_sweep
 from zoo.lab.probes.per_example import FILE, PerExampleRecorder, fingerprint
-from zoo.lab.probes.record import lab_record
 from zoo.lab.report.report import build_report
 from zoo.models import ViT, ViTConfig
 from zoo.optim.schedules import warmup_cosine
@@ -323,7 +323,7 @@ def tiny_run(tmp_path, val_loader_of, limit_val_batches=1.0):
     metrics = dict(trainer.callback_metrics)
     trainer.validate(task, val_loader_of(val), verbose=False)
     metrics.update(trainer.callback_metrics)
-    return task, val, recorder, lab_record(trainer, metrics)
+    return task, val, recorder, run_record(trainer, metrics)
 
 
 @pytest.mark.lab  # trains a tiny ViT in this process

@@ -127,7 +127,7 @@ def test_divergence_of_known_curves():
     assert blown["lab/nonfinite_steps"] == pytest.approx(0.4)
     probe = LossCurveProbe(every_n_steps=2, k=1)
     probe.losses = [4.0, 2.0, 3.0, 1.0, 0.5]
-    assert probe.lab_record()["series"]["train_loss"] == [3.0, 2.0, 0.5]
+    assert probe.result_record()["series"]["train_loss"] == [3.0, 2.0, 0.5]
 
 
 def test_gradient_norm_first_over_last_and_depth_order():
@@ -252,4 +252,4 @@ def test_the_parameter_count_counts_a_shared_tensor_once_and_skips_frozen_ones()
     probe = ParameterCountProbe()
     probe.on_fit_start(None, Task())
     # 12 + 3 (first layer), 12 (second, its 4 bias entries frozen), 2 (the third's own bias)
-    assert probe.lab_record() == {"metrics": {"lab/params": 29.0}}
+    assert probe.result_record() == {"metrics": {"lab/params": 29.0}}

@@ -15,10 +15,10 @@ import torch
 from omegaconf import OmegaConf
 from test_lab_integrity import check, docs_with_markers, make_sweep
 
+from zoo.entry.records import run_record
 from zoo.lab.decide import stats
 from zoo.lab.decide.evidence import arm_summary, paired_differences
 from zoo.lab.decide.sweep import load_sweep
-from zoo.lab.probes.record import lab_record
 from zoo.lab.report.plots import PAIRED_PLOT
 from zoo.lab.report.publish import publish
 from zoo.lab.report.report import write_report
@@ -129,15 +129,15 @@ def test_the_work_of_a_job_from_its_config():
     assert (sst2.count, sst2.unit) == (48000, "sentences")
     lm = {"_target_": "zoo.data.LanguageModelDataModule", "batch_size": 8, "block_size": 512}
     assert work(trainer={"max_steps": 400}, data=lm).count == 400 * 8 * 512
-    assert work(trainer={"max_steps": 400}, data=lm, lab_measure={"_target_": "x"}) is None  # trains nothing
+    assert work(trainer={"max_steps": 400}, data=lm, measure={"_target_": "x"}) is None  # trains nothing
     assert work(trainer={"max_steps": -1}, data=lm) is None  # an epoch budget: not known without the data
 
 
 def test_the_measured_header_states_the_threads_the_jobs_ran_with_not_the_publishers(tmp_path):
     root = make_sweep(tmp_path / "sweep", {"a": A, "b": B}, [check("a < b", "less", "a", "b")])
-    for result in root.glob("*/result.json"):  # as lab_record writes it: the job's torch threads
+    for result in root.glob("*/result.json"):  # as run_record writes it: the job's torch threads
         record = json.loads(result.read_text())
-        record["metrics"]["lab/threads"] = 1.0
+        record["metrics"]["threads"] = 1.0
         result.write_text(json.dumps(record))
     docs = docs_with_markers(tmp_path)
     publish(root, docs)
@@ -149,9 +149,9 @@ def test_a_job_records_its_threads():
     class _Trainer:
         callbacks: list = []
 
-    assert lab_record(_Trainer(), {"val/loss": 1.5})["metrics"] == {
+    assert run_record(_Trainer(), {"val/loss": 1.5})["metrics"] == {
         "val/loss": 1.5,
-        "lab/threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads(),
     }
 
 

@@ -105,7 +105,7 @@ def test_fit_error_counts_the_mistakes_over_every_batch_of_each_split():
     probe = FitErrorProbe()
     task = _Task().train()
     probe.on_train_end(_Trainer(_Data(train, val)), task)
-    assert probe.lab_record() == {"metrics": {"lab/train_error": 0.25, "lab/val_error": 0.75, "lab/train_acc": 0.75}}
+    assert probe.result_record() == {"metrics": {"lab/train_error": 0.25, "lab/val_error": 0.75, "lab/train_acc": 0.75}}
     assert task.training  # put back as it was
 
 
@@ -207,6 +207,6 @@ def test_the_per_layer_probes_record_their_layers_in_depth_order_at_init_and_las
             0: {f"{prefix}l10": 3.0, f"{prefix}l0": 1.0, f"{prefix}l2": 2.0, f"{prefix}mean": 2.0},
             100: {f"{prefix}l2": 5.0, f"{prefix}l0": 4.0, f"{prefix}l10": 6.0},
         }
-        record = probe.lab_record()
+        record = probe.result_record()
         assert record["series"] == {f"{name}@init": [1.0, 2.0, 3.0], f"{name}@last": [4.0, 5.0, 6.0]}
         assert record["metrics"][f"{prefix}l0@init"] == 1.0 and record["metrics"][f"{prefix}l10@last"] == 6.0

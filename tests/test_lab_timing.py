@@ -149,11 +149,11 @@ def test_the_report_reads_arms_as_points_and_shows_spread_and_flag(tmp_path):
 @pytest.mark.lab
 def test_window_cost_times_its_arms_interleaved_in_one_job(tmp_path):
     # one real job (tests/lab_sweeps.py): both arms at a tiny length, timed in it
-    record = quick_job("window_cost", tmp_path / "job", **{"lab_measure.batch_size": "1"})
+    record = quick_job("window_cost", tmp_path / "job", **{"measure.batch_size": "1"})
     assert len(record["arms"]) == 2 and {arm["params"]["variant"] for arm in record["arms"]} == {"full", "window128"}
     # five seeds of it, as `run window_cost --quick seed=1,2,3,4,5` leaves them: the memory check decides, the timing
     # checks (at n = 4096) are not in this run
-    sweep = sweep_of_copies(tmp_path / "job", tmp_path / "window_cost", "seed=1,2,3,4,5", "lab_measure.batch_size=1")
+    sweep = sweep_of_copies(tmp_path / "job", tmp_path / "window_cost", "seed=1,2,3,4,5", "measure.batch_size=1")
     write_report(sweep)
     assert_lab_report(sweep, min_arms=10)  # window_cost's job in the suite (see QUICK in tests/test_lab.py)
     records = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/result.json"))]
@@ -187,10 +187,10 @@ def test_the_probes_of_trained_arms_record_their_spread_too():
 
     probe = CostProbe()
     probe.times = [0.010, 0.011, 0.010, 0.030, 0.031, 0.029, 0.010, 0.030]
-    metrics = probe.lab_record()["metrics"]
+    metrics = probe.result_record()["metrics"]
     assert metrics["probe/cost/step_ms"] == pytest.approx(20.0) and metrics["probe/cost/step_ms/contended"] == 1.0
     probe.times = [0.010, 0.0101, 0.0099, 0.010]
-    assert probe.lab_record()["metrics"]["probe/cost/step_ms/contended"] == 0.0
+    assert probe.result_record()["metrics"]["probe/cost/step_ms/contended"] == 0.0
 
 
 def test_a_ratio_of_two_timings_is_contended_when_either_is():

@@ -93,7 +93,7 @@ def check_metric_is_logged(cfg: DictConfig) -> None:
     name = cfg.get("optimized_metric")
     if not name or not str(name).startswith("val/") or cfg.get("validate", True) or not cfg.get("train", True):
         return
-    if cfg.get("lab_measure") is not None or OmegaConf.select(cfg, "trainer.fast_dev_run", default=False):
+    if cfg.get("measure") is not None or OmegaConf.select(cfg, "trainer.fast_dev_run", default=False):
         return  # a measurement job logs no val/ metric by design; fast_dev_run returns no metric
     trainer = cfg.get("trainer") or {}
     max_steps, interval = trainer.get("max_steps"), trainer.get("val_check_interval")

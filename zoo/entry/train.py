@@ -25,10 +25,10 @@ from zoo.entry.builders import build_callbacks, build_loggers, build_model_confi
 from zoo.entry.config_checks import check_config
 from zoo.entry.phase_times import PhaseTimes, mark_job_start
 from zoo.entry.quiet import quiet, start_run_log
+from zoo.entry.records import run_record
 from zoo.entry.resolvers import resolve_ckpt_path
 from zoo.entry.resume import RunFinished, record_launcher
 from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
-from zoo.lab.probes.record import lab_record
 
 # The exit status after SIGTERM (128 + 15, what a shell reports for a process the signal ended), so that a scheduler
 # sees that the job was stopped rather than finished.
@@ -71,11 +71,12 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     # _convert_="all": plain lists and dicts, never OmegaConf containers, reach the objects (and their checkpoints,
     # which must load with weights_only=True).
     net = hydra.utils.instantiate(build_model_config(model_cfg.net, datamodule), _convert_="all")
-    if cfg.get("lab_measure") is not None:  # a lab job that times/measures the model instead of training it
-        from zoo.lab.measure.measure import measure
-
+    if cfg.get("measure") is not None:
+        # A job that measures the built model instead of training it (the lab's timing questions): `measure` is a
+        # target called with the network and the data, returning (metrics, record) for result.json.
+        datamodule.setup("fit")
         start_run(cfg)
-        return _result(cfg, *measure(cfg.lab_measure, net, datamodule))
+        return _result(cfg, *hydra.utils.instantiate(cfg.measure, net=net, datamodule=datamodule, _convert_="all"))
     task = hydra.utils.instantiate(model_cfg, net=net, **task_inputs(datamodule), _convert_="all")
     task.hparams.update(given)  # what the run was given (e.g. the pretrained model it started from), as recorded
     net = task.net  # a task that starts from a pretrained model builds its own network
@@ -127,7 +128,7 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
         return None
     callback = trainer.checkpoint_callback
     saved = (getattr(callback, "last_model_path", "") or getattr(callback, "best_model_path", "")) or None
-    return _result(cfg, metrics, lab_record(trainer, metrics), checkpoint=saved)
+    return _result(cfg, metrics, run_record(trainer, metrics), checkpoint=saved)
 
 
 def _result(cfg: DictConfig, metrics: dict, record: dict, checkpoint: str | None = None) -> float | None:
@@ -221,7 +222,7 @@ def _stopped(cfg: DictConfig, trainer, by: str, status: int) -> None:
 @rank_zero_only
 def save_result(cfg: DictConfig, metric: str, value: float, **extra) -> None:
     """result.json in the run directory: what sweeps summarize when they end (`extra`: all logged metrics and
-    what lab probes recorded, for `python -m zoo.lab report`)."""
+    what the callbacks recorded, zoo.entry.records; `python -m zoo.lab report` reads them)."""
     overrides, job = [], 0
     if HydraConfig.initialized():
         overrides = list(HydraConfig.get().overrides.task)

@@ -58,7 +58,7 @@ class ActivationCostProbe(L.Callback):
         self.metrics = time_activations(self._ffn, self._shape, self.activations, self.rounds, self.calls)
         log_on_rank_zero(trainer, self.metrics)
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return {"metrics": dict(self.metrics)}
 
 

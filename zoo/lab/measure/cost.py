@@ -70,7 +70,7 @@ class CostProbe(L.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if self.compare_with is not None and self._batch is not None:
             self.compared = self._time_twin(pl_module)
-        log_on_rank_zero(trainer, self.lab_record()["metrics"])
+        log_on_rank_zero(trainer, self.result_record()["metrics"])
 
     def _time_twin(self, pl_module) -> dict[str, float]:
         net = pl_module.net
@@ -94,7 +94,7 @@ class CostProbe(L.Callback):
             **timing.ratio("probe/cost/compared_over_step", found["twin"], found["model"]),
         }
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         metrics = dict(self.compared)
         if self.times:
             metrics.update(Timing(tuple(self.times)).metrics("probe/cost/step_ms"))

@@ -7,7 +7,7 @@ timed as it is (folded = unfolded). The fold is checked, not trusted: the larges
 and a difference above `tolerance` is an error.
 
 - `BatchNormFoldProbe` (a callback): after training, on the trained model and one real validation batch.
-- `bn_fold` (a `lab_measure` function): the same on a freshly built model, without training.
+- `bn_fold` (a `measure` function): the same on a freshly built model, without training.
 Both record `lab/infer_ms` (median eval forward of the batch as trained), `lab/infer_ms_folded` (the two timed
 interleaved in one process, each with its spread and contention flag: zoo/lab/measure/timing.py),
 `lab/fold_speedup` (unfolded / folded time), `lab/fold_max_diff` and `lab/batchnorms` (how many were folded); with
@@ -105,12 +105,12 @@ class BatchNormFoldProbe(L.Callback):
         self.metrics = fold_timing(pl_module.net, images, repeats=self.repeats, compare_with=self.compare_with)
         log_on_rank_zero(trainer, self.metrics)
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return {"metrics": dict(self.metrics)}
 
 
 def bn_fold(net, datamodule, *, batch_size: int = 100, repeats: int = 10, device: str = "cpu") -> tuple[dict, dict]:
-    """lab_measure: the fold's equality and speed on real validation images, for a model as built (untrained)."""
+    """measure: the fold's equality and speed on real validation images, for a model as built (untrained)."""
     images = next(iter(datamodule.val_dataloader()))[0][:batch_size].to(device)
     net.to(device)
     metrics = fold_timing(net, images, repeats=repeats)

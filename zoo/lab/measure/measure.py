@@ -1,9 +1,9 @@
 """Measurement jobs: a sweep point that times a model instead of training it, with the same result.json.
 
-A lab config sets `lab_measure: {_target_: zoo.lab.measure.measure.<function>, ...}`; train.py then builds the data and
-the model as for training and calls `measure`, which returns (metrics, record) for result.json. Inputs are real
-text from the validation split. Timings are wall-clock on this machine (medians of a few repetitions): compare
-them within one sweep, never across machines.
+A lab config sets `measure: {_target_: zoo.lab.measure.measure.<function>, ...}`; train.py then builds the data
+and the model as for training and calls the function with them, which returns (metrics, record) for result.json.
+Inputs are real text from the validation split. Timings are wall-clock on this machine (medians of a few
+repetitions): compare them within one sweep, never across machines.
 
 A measurement that compares times times its arms interleaved in one job (zoo/lab/measure/timing.py): `arms` is a grid of
 arm parameters, every arm is built and timed in this process, and the record lists each arm with its parameters, so
@@ -18,19 +18,12 @@ import itertools
 import time
 from statistics import median
 
-import hydra
 import torch
 
 from zoo.core import KVCache
 
 from . import timing
 from .memory import count_saved_tensors, cuda_peak_mb
-
-
-def measure(spec, net, datamodule) -> tuple[dict, dict]:
-    """Run the measurement `spec` names on `net` with text from `datamodule`."""
-    datamodule.setup("fit")
-    return hydra.utils.instantiate(spec, net=net, datamodule=datamodule, _convert_="all")
 
 
 def _device(name: str) -> torch.device:
@@ -106,10 +99,10 @@ def decoding(
     interleaved in one process (zoo/lab/measure/timing.py); each arm is recorded with `use_cache` as its parameter."""
     grid = arm_grid(arms or {"use_cache": [True, False]})
     if any(set(arm) != {"use_cache"} for arm in grid):
-        raise ValueError(f"lab_measure.arms takes exactly use_cache, got {', '.join(arms)}")
+        raise ValueError(f"measure.arms takes exactly use_cache, got {', '.join(arms)}")
     use_cache = [bool(arm["use_cache"]) for arm in grid]
     context = _context(net)
-    _check_length(net, prompt_len + new_tokens, "lab_measure.prompt_len + new_tokens")
+    _check_length(net, prompt_len + new_tokens, "measure.prompt_len + new_tokens")
     dev = _device(device)
     net.to(dev)
     prompt = _text(datamodule, 1, prompt_len, dev)[:, :prompt_len]
@@ -158,7 +151,7 @@ def decoding(
 def arm_grid(arms: dict[str, list]) -> list[dict]:
     """{parameter: [values]} -> every combination, in the grid's order: the arms of one interleaved job."""
     if not arms or not all(isinstance(v, list) and v for v in arms.values()):
-        raise ValueError(f"lab_measure.arms must map each arm parameter to a non-empty list of values, got {arms}")
+        raise ValueError(f"measure.arms must map each arm parameter to a non-empty list of values, got {arms}")
     return [dict(zip(arms, combo)) for combo in itertools.product(*arms.values())]
 
 
@@ -180,17 +173,17 @@ def interleaved_attention_cost(
     peak)."""
     grid = arm_grid(arms)
     if any(set(arm) != {"variant", "seq_len"} for arm in grid):
-        raise ValueError(f"lab_measure.arms takes exactly variant and seq_len, got {', '.join(arms)}")
+        raise ValueError(f"measure.arms takes exactly variant and seq_len, got {', '.join(arms)}")
     unknown = sorted({arm["variant"] for arm in grid} - set(variants))
     if unknown:
-        raise ValueError(f"lab_measure.arms.variant: {', '.join(unknown)} not in lab.variants ({', '.join(variants)})")
+        raise ValueError(f"measure.arms.variant: {', '.join(unknown)} not in lab.variants ({', '.join(variants)})")
     dev = _device(device)
     nets = {}  # one model per variant, shared by its lengths: weights do not change what a step costs
     for name in dict.fromkeys(arm["variant"] for arm in grid):
         nets[name] = type(net)(dataclasses.replace(net.config, **variants[name])).to(dev).train()
     steps, saved = {}, {}
     for arm in grid:
-        _check_length(nets[arm["variant"]], arm["seq_len"], "lab_measure.arms.seq_len")
+        _check_length(nets[arm["variant"]], arm["seq_len"], "measure.arms.seq_len")
         text = _text(datamodule, batch_size, arm["seq_len"], dev)
         label = f"{arm['variant']}@{arm['seq_len']}"
         steps[label] = _train_step(nets[arm["variant"]], text)

@@ -48,8 +48,8 @@ class ActivationProbe(_Probe):
         if self._batch is not None and trainer.global_step not in self.history:
             self._log(trainer, measure_activations(pl_module, self._batch, self.near_zero))
 
-    def lab_record(self) -> dict:
-        record = super().lab_record()
+    def result_record(self) -> dict:
+        record = super().result_record()
         steps = sorted(self.history)
         rows = [self.history[s] for s in steps]
         series = {"act_rms/mean": [r["probe/act_rms/mean"] for r in rows if "probe/act_rms/mean" in r]}

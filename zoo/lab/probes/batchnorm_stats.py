@@ -91,7 +91,7 @@ class BatchNormStatsProbe(L.Callback):
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self.detach()
-        log_on_rank_zero(trainer, self.lab_record()["metrics"])
+        log_on_rank_zero(trainer, self.result_record()["metrics"])
 
     def summary(self) -> dict[str, dict[str, float]]:
         """stat -> layer -> value, over the samples kept (layers with fewer than 2 steps are left out)."""
@@ -110,7 +110,7 @@ class BatchNormStatsProbe(L.Callback):
             out["var_dev"][label] = float(((var - old_var).abs() / old_var.clamp(min=eps)).mean())
         return out
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         metrics: dict[str, float] = {}
         for stat, per_layer in self.summary().items():
             metrics.update(_with_mean(f"probe/bn/{stat}", per_layer))

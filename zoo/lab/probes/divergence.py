@@ -30,9 +30,9 @@ class LossCurveProbe(L.Callback):
             self.losses.append(float(loss))
 
     def on_train_end(self, trainer, pl_module) -> None:
-        log_on_rank_zero(trainer, self.lab_record()["metrics"])
+        log_on_rank_zero(trainer, self.result_record()["metrics"])
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return {"metrics": divergence(self.losses, self.k), "series": {"train_loss": self.curve()}}
 
     def curve(self) -> list[float]:

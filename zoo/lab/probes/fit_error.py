@@ -47,7 +47,7 @@ class FitErrorProbe(L.Callback):
             pl_module.train(was_training)
         log_on_rank_zero(trainer, self.metrics)
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return {"metrics": dict(self.metrics)}
 
 

@@ -109,5 +109,5 @@ class LengthProbe(L.Callback):
             pl_module.train(was_training)
         return total / count
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return {"series": self.series, "metrics": self.metrics}

@@ -17,5 +17,5 @@ class ParameterCountProbe(L.Callback):
         unique = {id(p): p.numel() for p in net.parameters() if p.requires_grad}
         self.metrics = {"lab/params": float(sum(unique.values()))}
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return {"metrics": dict(self.metrics)}

@@ -87,7 +87,7 @@ class PerExampleRecorder(L.Callback):
         self._last = (torch.cat(self._correct).numpy(), torch.cat(self._labels).numpy(), size)
         self._correct, self._labels = [], []
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         """Writes the vector of the last validation pass beside result.json and returns its reference."""
         if self._last is None:
             return {}

@@ -2,7 +2,8 @@
 (`callbacks=probes` or `+callbacks.attention_probe=...`).
 
 They log like any metric (`probe/<quantity>/<layer or group>`, to every logger, at the trainer's step) and keep
-what they logged, so train.py writes it into the job's result.json (`lab_record`) for the lab report.
+what they logged, so train.py writes it into the job's result.json (`result_record`, zoo.entry.records) for the
+lab report.
 "Init" is the model before its first optimizer step: the attention probe runs on a real validation batch at
 the start of training, the gradient probe reads the first step's gradients (a training batch, initial weights).
 """
@@ -41,7 +42,7 @@ class _Probe(L.Callback):
             for logger in trainer.loggers:
                 logger.log_metrics(values, step=step)
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         """What result.json keeps: every logged step, and each metric's first (@init) and last (@last) value."""
         metrics: dict[str, float] = {}
         if self.history:
@@ -52,9 +53,9 @@ class _Probe(L.Callback):
         return {"probes": {str(s): v for s, v in sorted(self.history.items())}, "metrics": metrics}
 
     def _record_with_layer_series(self, name: str, prefix: str) -> dict:
-        """lab_record plus the series `<name>@init` / `@last`: the values under `prefix` per layer, in depth order
+        """result_record plus the series `<name>@init` / `@last`: the values under `prefix` per layer, in depth order
         (the per-layer plots draw them), at step 0 and at the last logged step."""
-        record = _Probe.lab_record(self)
+        record = _Probe.result_record(self)
         steps = sorted(self.history)
         series = {}
         if steps and steps[0] == 0:
@@ -150,7 +151,7 @@ class GradNormProbe(_Probe):
         if self._due(step) or (step == self._last_step and step not in self.history):
             self._log(trainer, gradient_norms(pl_module))
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         """Also the series grad_by_layer@init / @last: the main stack's per-layer norms in depth order."""
         return self._record_with_layer_series("grad_by_layer", "probe/grad/")
 

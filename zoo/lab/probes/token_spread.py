@@ -42,7 +42,7 @@ class TokenSpreadProbe(_Probe):
         if self._batch is not None and trainer.global_step not in self.history:
             self._log(trainer, measure_token_spread(pl_module, self._batch))
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return self._record_with_layer_series("token_spread_by_layer", "probe/token_spread/")
 
 

@@ -87,5 +87,5 @@ class WordOrderProbe(L.Callback):
             pl_module.train(was_training)
         return correct / len(items)
 
-    def lab_record(self) -> dict:
+    def result_record(self) -> dict:
         return {"metrics": self.metrics}

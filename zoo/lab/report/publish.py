@@ -51,7 +51,7 @@ from .report import (
 
 def machine_line(sweep: Sweep | None = None) -> str:
     """The CPU (model name, the threads the jobs ran with, the kernels torch picks), the GPU if any, and torch
-    version: figures are only comparable on it. The threads come from the jobs' records (`lab/threads`) when they
+    version: figures are only comparable on it. The threads come from the jobs' records (`threads`) when they
     have them, else from this process (the jobs inherit its environment when run by `python -m zoo.lab run`)."""
     model = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
@@ -59,7 +59,7 @@ def machine_line(sweep: Sweep | None = None) -> str:
         names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), flags=re.MULTILINE)
         model = names[0].strip() if names else model
     capability = torch.backends.cpu.get_cpu_capability()
-    recorded = {j.metrics["lab/threads"] for j in sweep.jobs if "lab/threads" in j.metrics} if sweep else set()
+    recorded = {j.metrics["threads"] for j in sweep.jobs if "threads" in j.metrics} if sweep else set()
     threads = "/".join(f"{t:g}" for t in sorted(recorded)) if recorded else str(torch.get_num_threads())
     threads += " thread" if threads == "1" else " threads"
     line = f"{model}, {threads}, torch {torch.__version__} (CPU capability {capability})"

@@ -48,7 +48,7 @@ def _positive_int(value) -> int | None:
 def job_work(config: DictConfig) -> Work | None:
     """The work of one job from its config; None when the config does not say (a measurement job trains nothing,
     an epoch budget or an unknown DataModule has no count without the data)."""
-    if _select(config, "lab_measure") is not None or _select(config, "train") is False:
+    if _select(config, "measure") is not None or _select(config, "train") is False:
         return None
     steps = _positive_int(_select(config, "trainer.max_steps"))
     target = str(_select(config, "data._target_") or "").rsplit(".", 1)[-1]
