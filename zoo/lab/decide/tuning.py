@@ -1,4 +1,4 @@
-"""A parameter tuned per arm, compared best against best (issue 26, item 3).
+"""A parameter tuned per arm, compared best against best.
 
 Arms whose best learning rates differ (LayerNorm vs none, post- vs pre-LN, ...) are not compared at one shared rate:
 that compares one arm near its optimum with the other away from it. A question sweeps several rates per arm and

@@ -1,5 +1,5 @@
 """A question's budgets: the same sweep and checks at other lengths of training, so that the page can show which way
-a verdict moves as the models train longer (issue 26, item 4).
+a verdict moves as the models train longer.
 
 A question's config names its own budget and may declare others in its `lab:` section:
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from ..questions.configs import question, question_config_params
 from .commands import check_run_overrides, run_forwarding_signals, train_command
 
-# The questions of issue 26 item 5, in the order they run: the last one only if the time left allows it.
+# The questions that outgrow the CPU budget, in the order they run: the last one only if the time left allows it.
 PLAN = ["ln_placement", "heads_multi30k", "dot_vs_additive"]
 GPU = ["trainer.accelerator=gpu", "trainer.devices=1", "trainer.precision=bf16-mixed"]
-# fp32 on CPU: bf16 autocast is slow on CPUs without native bf16 (DESIGN.md, machines vary).
+# fp32 on CPU: bf16 autocast is slow on CPUs without native bf16 (docs/design.md, "Performance facts: machines vary").
 CPU = ["trainer.accelerator=cpu", "trainer.devices=1", "trainer.precision=32-true", "seed=1", "lab.mode=scaled_down"]
 
 
