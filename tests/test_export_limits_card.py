@@ -13,6 +13,8 @@ import pytest
 import torch
 import yaml
 
+import zoo
+
 transformers = pytest.importorskip("transformers")
 
 from huggingface_hub import ModelCard  # noqa: E402
@@ -22,6 +24,8 @@ from zoo.checkpointing.reading import load_model_from_checkpoint  # noqa: E402
 from zoo.data import tokenizer_from_json  # noqa: E402
 from zoo.data.glue import truncate_longest_first  # noqa: E402
 from zoo.entry.export import main as export_main  # noqa: E402
+from zoo.interop.model_card import TrainingRun, write_model_card  # noqa: E402
+from zoo.models import GPT, Transformer  # noqa: E402
 
 CONTEXT = 64  # data.block_size of the GPT run (tests/trained.py, GPT_CHAR_RUN: the recipe's): its positions too
 STEPS = 20  # its trainer.max_steps
@@ -158,3 +162,56 @@ def test_model_card_of_a_classifier_names_its_limits(sst2_checkpoint, bert_posit
     assert "Classes, in id order: negative, positive." in text
     assert f"at most {BERT_CONTEXT} tokens" in text and f"{bert_positions} position rows" in text
     assert "truncation=True" in text
+
+
+def test_model_card_loads_in_huggingface_hub_with_its_header(gpt_run, tmp_path):
+    """huggingface_hub reads the card back (`ModelCard.load`): the header names the Hub's copy of the data, its
+    language and the run's validation and test metrics (model-index); saved and loaded again, nothing changes."""
+    export(gpt_run / "checkpoints" / "last.ckpt", tmp_path / "hf")
+    path = tmp_path / "hf" / "README.md"
+    card = ModelCard.load(path)
+    data = card.data
+    assert data.library_name == "transformers" and data.pipeline_tag == "text-generation"
+    assert data.tags == ["transformer-zoo", "gpt", "causal_lm"] and data.base_model is None
+    assert data.datasets == ["karpathy/tiny_shakespeare"] and data.language == ["en"]
+    assert data.model_name == "gpt-mini for causal language modelling"
+    result = json.loads((gpt_run / "result.json").read_text())
+    evals = {e.metric_name: e for e in data.eval_results}
+    assert evals["val/loss"].metric_value == pytest.approx(result["value"]) and "loss" in data.metrics
+    assert evals["val/loss"].metric_type == "loss" and evals["val/loss"].dataset_split == "val"
+    assert {e.task_type for e in evals.values()} == {"text-generation"}
+    assert {e.dataset_type for e in evals.values()} == {"karpathy/tiny_shakespeare"}
+    assert all(name.split("/")[0] in ("val", "test") for name in evals)  # no train/ or time/ entries
+    # The header is the YAML of the data; the body keeps its facts; a second save and load changes nothing.
+    assert yaml.safe_load(path.read_text().split("---\n")[1]) == data.to_dict()
+    assert f"- Exported by transformer-zoo {zoo.__version__}." in card.text
+    assert 'generate = pipeline("text-generation", model="path/to/this/folder")' in card.text
+    assert f"| `val/loss` | {result['value']:.6g} |" in card.text
+    card.save(tmp_path / "again.md")
+    again = ModelCard.load(tmp_path / "again.md")
+    assert again.data.to_dict() == data.to_dict() and again.text == card.text
+
+
+def test_model_card_header_names_a_cached_base_model_and_no_results_without_a_hub_dataset(tmp_path):
+    """A run started from a model of huggingface_hub's cache names it as base_model; a run on files of its own has no
+    Hub dataset, so its metrics stay in the body's table only; a translation run on Multi30k names both languages."""
+    model = GPT.from_preset("gpt-nano", vocab_size=65, block_size=32)
+    cached = "/home/me/.cache/huggingface/hub/models--openai-community--gpt2/snapshots/0123abc"
+    run = TrainingRun(task="causal_lm", data={"text_files": ["a.txt"]}, hparams={"pretrained": cached})
+    run.metrics = {"val/loss": 2.5, "time/epoch_s": 3.0}
+    write_model_card(tmp_path / "gpt", model, fmt="zoo", context=32, run=run)
+    card = ModelCard.load(tmp_path / "gpt" / "README.md")
+    assert card.data.base_model == "openai-community/gpt2" and card.data.library_name == "transformer-zoo"
+    assert card.data.datasets is None and card.data.language is None and card.data.eval_results is None
+    assert f"Started from the pretrained model `{cached}`." in card.text and "| `val/loss` | 2.5 |" in card.text
+    assert "`text_files`: ['a.txt']" in card.text and "ZooModel.from_pretrained" in card.text
+
+    model = Transformer.from_preset("transformer-tiny", src_vocab_size=50, max_len=12)
+    run = TrainingRun(task="seq2seq", data={"dataset": "multi30k"}, metrics={"test/acc": 0.5, "train/loss": 1.0})
+    write_model_card(tmp_path / "mt", model, fmt="hf", context=12, run=run, architecture="ZooTransformer")
+    card = ModelCard.load(tmp_path / "mt" / "README.md")
+    assert card.data.datasets == ["bentrevett/multi30k"] and card.data.language == ["de", "en"]
+    assert card.data.pipeline_tag == "translation" and card.data.metrics == ["accuracy"]
+    (result,) = card.data.eval_results
+    assert (result.metric_name, result.metric_value, result.dataset_split) == ("test/acc", 0.5, "test")
+    assert "at most 12 tokens per side" in card.text and "AutoModelForSeq2SeqLM" in card.text

@@ -2,19 +2,23 @@
 measured, how to load it, and what it is not good for (its trained context first). The facts come from the
 checkpoint and its run directory (`TrainingRun`, gathered by zoo-export); what is unknown is said to be unknown.
 
-The YAML header is huggingface_hub's `ModelCardData` (the Hub reads library, pipeline and tags from it)."""
+huggingface_hub writes it: `ModelCardData` is the YAML header the Hub reads (library, pipeline, tags, the Hub's copy
+of the dataset and its languages, the base model when it came from the Hub's cache, the validation and test metrics
+as model-index), and `ModelCard.from_template` renders `TEMPLATE` below it."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from zoo import __version__
 from zoo.data.sources import DATASETS
-from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
+from zoo.models import BERT, ZooModel
 
 from .exportable import outside_native
 from .limits import position_limit
@@ -26,39 +30,166 @@ TASKS = {
     "seq2seq": "translation (sequence to sequence)",
     "image_classification": "image classification",
 }
-DATASET_NAMES = {
-    "tinyshakespeare": "Tiny Shakespeare (char-rnn's input.txt, about 1.1 million characters)",
-    "wikitext2": "WikiText-2 (raw)",
-    "sst2": "GLUE SST-2 (movie-review sentences, positive/negative)",
-    "mnist": "MNIST (handwritten digits, 28x28 grayscale)",
-    "cifar10": "CIFAR-10 (32x32 colour images, 10 classes)",
-    "multi30k": "Multi30k task 1 (image captions, German-English)",
+# zoo's datasets: what each is, the Hub dataset of the same data (the header's `datasets`), its languages.
+DATASET_FACTS = {
+    "tinyshakespeare": (
+        "Tiny Shakespeare (char-rnn's input.txt, about 1.1 million characters)",
+        "karpathy/tiny_shakespeare",
+        ["en"],
+    ),
+    "wikitext2": ("WikiText-2 (raw)", "Salesforce/wikitext", ["en"]),
+    "sst2": ("GLUE SST-2 (movie-review sentences, positive/negative)", "nyu-mll/glue", ["en"]),
+    "mnist": ("MNIST (handwritten digits, 28x28 grayscale)", "ylecun/mnist", None),
+    "cifar10": ("CIFAR-10 (32x32 colour images, 10 classes)", "uoft-cs/cifar10", None),
+    "multi30k": ("Multi30k task 1 (image captions, German-English)", "bentrevett/multi30k", ["de", "en"]),
 }
-# Data options that say where files lie on the training machine, not how the model was trained.
-_LOCAL_DATA_OPTIONS = {"data_dir", "cache_dir", "num_workers", "download"}
-# The sizes worth a line, by config field, in the order they are listed.
+# Data settings that are not options: where files lie on the training machine, and the data named on its own line.
+_NOT_OPTIONS = {"data_dir", "cache_dir", "num_workers", "download", "dataset"}
+# The sizes worth a line, by label, in the order they are listed; each from whichever config field the model has.
 _SIZES = {
-    "n_layer": "layers",
-    "num_hidden_layers": "layers",
-    "depth": "layers",
-    "n_encoder_layers": "encoder layers",
-    "n_decoder_layers": "decoder layers",
-    "n_embd": "width",
-    "hidden_size": "width",
-    "embed_dim": "width",
-    "d_model": "width",
-    "n_head": "heads",
-    "num_attention_heads": "heads",
-    "num_heads": "heads",
-    "n_heads": "heads",
-    "vocab_size": "vocabulary",
-    "src_vocab_size": "source vocabulary",
-    "image_size": "image size",
-    "patch_size": "patch size",
-    "num_classes": "classes",
-    "num_labels": "classes",
+    "layers": "n_layer num_hidden_layers depth",
+    "encoder layers": "n_encoder_layers",
+    "decoder layers": "n_decoder_layers",
+    "width": "n_embd hidden_size embed_dim d_model",
+    "heads": "n_head num_attention_heads num_heads n_heads",
+    "vocabulary": "vocab_size",
+    "source vocabulary": "src_vocab_size",
+    "image size": "image_size",
+    "patch size": "patch_size",
+    "classes": "num_classes num_labels",
 }
-PLACEHOLDER = "path/to/this/folder"
+_METRIC_IDS = {"acc": "accuracy", "ppl": "perplexity"}  # zoo's metric names that have a Hub metric id
+
+# Jinja. A line of text starts after a tag's newline; every tag but the first under a heading strips the newline
+# before it (`{%-`), so a line appears only when it applies. Jinja drops the template's last newline: the blank line
+# at its end keeps the file's. A bullet is one line, as the card has it, so that its sentences stay whole for grep
+# and for tests whatever the numbers in them; hence this file's exemption from the line length:
+# ruff: noqa: E501
+TEMPLATE = """\
+---
+{{ card_data }}
+---
+
+# {{ title }}, trained with transformer-zoo
+
+## Model
+
+- zoo's `{{ class_name }}`{{ " (%s)" % run.preset if run.preset }}: {{ "{:,}".format(model.num_parameters()) }} parameters; {{ sizes }}.
+{%- if not hf %}
+- zoo's own format (config.json + model.safetensors); architecture switches: {{ switches or "none (the reference architecture)" }}.
+{%- elif remote %}
+- Loads in `transformers` with `trust_remote_code=True` as `{{ architecture }}`, whose code (the .py files beside config.json, torch and transformers only) computes {{ "zoo's options " ~ switches if switches else "the %s's layout" % class_name }}, which no native class does; zoo's own weights, unchanged: the same logits as zoo (tests/test_export_remote_code.py checks it to 1e-5).
+{%- else %}
+- Loads in `transformers` as `{{ architecture }}` with zoo's own weights, unchanged: the same logits as zoo (tests/test_export.py checks it to 1e-5).{% endif %}
+{%- if labels %}
+- Classes, in id order: {{ labels | join(", ") }}.{% endif %}
+- Exported by transformer-zoo {{ version }}.
+
+## Training data
+{% if not run.data %}
+Not recorded: the checkpoint holds no DataModule settings (it was not written by train.py).{% endif %}
+{%- if run.data.dataset %}
+- Dataset: `{{ run.data.dataset }}`, {{ dataset_text }}{{ "; source: " ~ source if source }}.{% endif %}
+{%- for key in ("text_files", "train_files", "train_file", "val_files", "val_file") if run.data[key] %}
+- `{{ key }}`: {{ run.data[key] }}{% endfor %}
+{%- if run.tokenizer_kind and run.data %}
+- Tokenizer: {{ run.tokenizer_kind }}, stored with the model.{% endif %}
+{%- if options %}
+- Data options: {{ options }}{{ " (batch_size is the global batch)" if "batch_size" in run.data }}.{% endif %}
+
+## Training recipe
+{% if run.task %}
+- Task: {{ task }}.{% endif %}
+{%- if run.hparams.pretrained %}
+- Started from the pretrained model `{{ run.hparams.pretrained }}`.{% endif %}
+{%- if run.step is not none %}
+- Optimizer steps: {{ "{:,}".format(run.step) }} when the checkpoint was written.{% endif %}
+{%- if optimizer %}{% set decay = run.hparams.get("weight_decay") %}
+- Optimizer: {{ optimizer }}{{ ", weight decay %s" % decay if decay is not none }}.{% endif %}
+{%- if schedule %}
+- Learning-rate schedule: {{ schedule }}.{% endif %}
+{%- if run.task or run.hparams.pretrained or run.step is not none or optimizer or schedule %}{# a blank line after the list #}
+{% endif %}
+{%- if run.command %}
+The command that trained it (transformer-zoo's `train.py`, from the run's .hydra/overrides.yaml):
+
+```bash
+{{ run.command }}
+```
+{%- else %}
+The training command was not recorded (no .hydra/overrides.yaml beside the checkpoint).{% endif %}
+
+## Results
+{% if results %}
+Measured by the training run at its end (the run's result.json):
+
+| metric | value |
+|---|---|
+{%- for name, value in results %}
+| `{{ name }}` | {{ "{:.6g}".format(value) }} |{% endfor %}
+{%- if checkpoint != "last.ckpt" %}
+
+The exported checkpoint is {{ checkpoint }}, not the run's last one.{% endif %}
+{%- else %}
+No measured metrics: no result.json was found beside the checkpoint (train.py writes one into its run directory). `python eval.py ckpt_path=<checkpoint>` measures them.{% endif %}
+
+## How to use
+{% if not hf %}
+With transformer-zoo installed:
+
+```python
+from zoo.models import ZooModel
+
+model = ZooModel.from_pretrained("path/to/this/folder")
+{%- else %}
+With `transformers`:
+
+```python
+{%- if tag in ("text-generation", "text-classification", "image-classification") %}
+from transformers import pipeline
+{% if tag == "text-generation" %}
+generate = pipeline("text-generation", model="path/to/this/folder"{{ trust }})
+{#- a char tokenizer's special tokens are the newline (hf_tokenizer.char_special): keep them #}
+print(generate("ROMEO:"{{ ", skip_special_tokens=False" if run.tokenizer_kind == "char" }})[0]["generated_text"])
+{%- elif tag == "text-classification" %}
+classify = pipeline("text-classification", model="path/to/this/folder", truncation=True{{ trust }})
+print(classify("a gripping film"))
+{%- else %}
+classify = pipeline("image-classification", model="path/to/this/folder"{{ trust }})
+print(classify("image.png")){% endif %}
+{%- else %}{% set auto = "AutoModelForSeq2SeqLM" if tag == "translation" else "AutoModelForPreTraining" %}
+from transformers import {{ auto }}, AutoTokenizer
+
+model = {{ auto }}.from_pretrained("path/to/this/folder"{{ trust }})
+{#- transformers reads config.json to pick the tokenizer, and a config with auto_map runs the directory's code:
+    without the flag it stops at an interactive prompt. #}
+tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder"{{ trust }})
+{%- if tag == "translation" %}
+ids = tokenizer("A sentence.", return_tensors="pt")
+print(tokenizer.batch_decode(model.generate(**ids), skip_special_tokens=True)){% endif %}
+{%- endif %}
+{%- endif %}
+```
+
+## Intended use and limits
+
+- For research and teaching: a model of transformer-zoo's recipes, trained on the data above. It has not been evaluated for bias, safety or factual accuracy and is not meant for use in products.
+{%- if model.model_type == "gpt" and context %}
+- Trained context: {{ context }} tokens (the model has {{ positions }} positions).
+{%- if hf and not remote %} generation_config.json sets `max_length={{ context }}`: generation stops at {{ context }} tokens, prompt included; a prompt of {{ context }} tokens or more is refused with a ValueError, and a `max_new_tokens` that takes prompt plus new tokens past {{ context }} fails in the position embedding. `pipeline(..., handle_long_generation="hole")` keeps the end of a long prompt.{% endif %}
+{%- if remote %} generation_config.json sets `max_length={{ context }}`; a larger `max_new_tokens` slides a window of the model's positions over the text, as zoo's own `generate` does.
+{%- else %} zoo's own `generate` slides a window of the context over longer texts instead.{% endif %}
+{%- elif model.model_type == "bert" and context %}
+- Trained on rows of at most {{ context }} tokens, [CLS] and [SEP] included (the model has {{ positions }} position rows{{ "; rows %d to %d were not trained by this run" % (context, positions - 1) if context < positions }}). The tokenizer's `model_max_length` is {{ context }}: pass `truncation=True` to cut longer inputs as zoo's data pipeline does (tokenizer.json truncates to it by itself).
+{%- elif model.model_type == "transformer" and context %}
+- Trained on sentences of at most {{ context }} tokens per side (BOS/EOS included).
+{%- elif model.model_type == "vit" %}{% set c = model.config %}
+- Trained on {{ c.image_size }}x{{ c.image_size }} images with {{ c.in_channels }} channel(s){{ " (exported as the equal 3-channel model: give grayscale images as RGB)" if hf and c.in_channels == 1 }}; other sizes are resized by the image processor (where the export has one).{% endif %}
+{%- if run.tokenizer_kind == "char" and model.config.vocab_size %}
+- Its tokenizer knows only the {{ model.config.vocab_size }} characters of the training text: others were never seen.
+{%- if hf %} The exported tokenizer reads them as a newline, which is also its bos, eos and pad token; decoding with `skip_special_tokens=True` (the pipeline's default) drops newlines.{% endif %}{% endif %}
+
+"""
 
 
 @dataclass
@@ -77,16 +208,11 @@ class TrainingRun:
 
 
 def pipeline_tag(model: ZooModel) -> str | None:
-    if isinstance(model, GPT):
-        return "text-generation"
     if isinstance(model, BERT):
         head = model.config.head
         return {"classification": "text-classification", "pretraining": "fill-mask"}.get(head, "feature-extraction")
-    if isinstance(model, Transformer):
-        return "translation"
-    if getattr(model.config, "num_classes", 0):
-        return "image-classification"
-    return None
+    tag = {"gpt": "text-generation", "transformer": "translation"}.get(model.model_type)
+    return tag or ("image-classification" if getattr(model.config, "num_classes", 0) else None)
 
 
 def _describe_partial(spec: dict | None) -> str | None:
@@ -98,200 +224,16 @@ def _describe_partial(spec: dict | None) -> str | None:
     return f"`{name}` ({options})" if options else f"`{name}`"
 
 
-def _model_section(
-    model: ZooModel, fmt: str, architecture: str | None, run: TrainingRun, labels: list[str] | None, remote: bool
-) -> list[str]:
-    config = model.config_dict()
-    sizes = ", ".join(f"{label} {config[key]}" for key, label in _SIZES.items() if config.get(key))
-    positions = position_limit(model)
-    sizes += f", {positions} positions" if positions else ""
-    name = f" ({run.preset})" if run.preset else ""
-    lines = [f"- zoo's `{type(model).__name__}`{name}: {model.num_parameters():,} parameters; {sizes}."]
-    if fmt == "hf" and remote:
-        switches = ", ".join(f"{k}={v!r}" for k, v in outside_native(model).items())
-        what = f"zoo's options {switches}" if switches else f"the {type(model).__name__}'s layout"
-        lines.append(
-            f"- Loads in `transformers` with `trust_remote_code=True` as `{architecture}`, whose code (the .py files "
-            f"beside config.json, torch and transformers only) computes {what}, which no native class does; "
-            "zoo's own weights, unchanged: the same logits as zoo (tests/test_export_remote_code.py checks it to 1e-5)."
-        )
-    elif fmt == "hf":
-        lines.append(
-            f"- Loads in `transformers` as `{architecture}` with zoo's own weights, unchanged: the same logits as zoo "
-            "(tests/test_export.py checks it to 1e-5)."
-        )
-    else:
-        switches = model.nondefault_switches()
-        listed = ", ".join(f"{k}={v!r}" for k, v in switches.items()) or "none (the reference architecture)"
-        lines.append(f"- zoo's own format (config.json + model.safetensors); architecture switches: {listed}.")
-    if labels:
-        lines.append(f"- Classes, in id order: {', '.join(map(str, labels))}.")
-    return lines
-
-
-def _data_section(run: TrainingRun) -> list[str]:
-    data = run.data
-    if not data:
-        return ["Not recorded: the checkpoint holds no DataModule settings (it was not written by train.py)."]
-    lines = []
-    name = data.get("dataset")
-    if name:
-        files = DATASETS.get(name, [])
-        source = f"; source: {files[0].url.rsplit('/', 1)[0]}/" if files else ""
-        lines.append(f"- Dataset: `{name}`, {DATASET_NAMES.get(name, name)}{source}.")
-    for key in ("text_files", "train_files", "train_file", "val_files", "val_file"):
-        if data.get(key):
-            lines.append(f"- `{key}`: {data[key]}")
-    if run.tokenizer_kind:
-        lines.append(f"- Tokenizer: {run.tokenizer_kind}, stored with the model.")
-    options = ", ".join(
-        f"{k}={v}"
-        for k, v in data.items()
-        if k not in _LOCAL_DATA_OPTIONS and k != "dataset" and not k.endswith(("_files", "_file")) and v is not None
-    )
-    if options:
-        note = " (batch_size is the global batch)" if "batch_size" in data else ""
-        lines.append(f"- Data options: {options}{note}.")
-    return lines
-
-
-def _recipe_section(run: TrainingRun) -> list[str]:
-    lines = []
-    if run.task:
-        lines.append(f"- Task: {TASKS.get(run.task, run.task)}.")
-    if run.hparams.get("pretrained"):
-        lines.append(f"- Started from the pretrained model `{run.hparams['pretrained']}`.")
-    if run.step is not None:
-        lines.append(f"- Optimizer steps: {run.step:,} when the checkpoint was written.")
-    optimizer = _describe_partial(run.hparams.get("optimizer"))
-    if optimizer:
-        decay = run.hparams.get("weight_decay")
-        lines.append(f"- Optimizer: {optimizer}" + (f", weight decay {decay}." if decay is not None else "."))
-    schedule = _describe_partial(run.hparams.get("scheduler"))
-    if schedule:
-        lines.append(f"- Learning-rate schedule: {schedule}.")
-    lines += [""] if lines else []
-    if run.command:
-        lines += ["The command that trained it (transformer-zoo's `train.py`, from the run's .hydra/overrides.yaml):"]
-        lines += ["", "```bash", run.command, "```"]
-    else:
-        lines.append("The training command was not recorded (no .hydra/overrides.yaml beside the checkpoint).")
-    return lines
-
-
 def _is_result(name: str) -> bool:
     """A measurement of the model (val/, test/, train/ metrics), not of the machine (time/, throughput, MFU) or of
     the optimizer (learning rates)."""
     return name.split("/")[0] in ("val", "test", "train") and not name.endswith(("_per_sec", "/mfu"))
 
 
-def _results_section(run: TrainingRun) -> list[str]:
-    metrics = {k: v for k, v in run.metrics.items() if _is_result(k) and math.isfinite(v)}
-    if not metrics:
-        return [
-            "No measured metrics: no result.json was found beside the checkpoint (train.py writes one into its run "
-            "directory). `python eval.py ckpt_path=<checkpoint>` measures them."
-        ]
-    order = {"val": 0, "test": 1, "train": 2}
-    rows = sorted(metrics.items(), key=lambda item: (order.get(item[0].split("/")[0], 3), item[0]))
-    lines = ["Measured by the training run at its end (the run's result.json):", "", "| metric | value |", "|---|---|"]
-    lines += [f"| `{name}` | {value:.6g} |" for name, value in rows]
-    if run.checkpoint and Path(run.checkpoint).name != "last.ckpt":
-        lines += ["", f"The exported checkpoint is {Path(run.checkpoint).name}, not the run's last one."]
-    return lines
-
-
-def _usage_section(model: ZooModel, fmt: str, run: TrainingRun, remote: bool) -> list[str]:
-    if fmt == "zoo":
-        code = ["from zoo.models import ZooModel", "", f'model = ZooModel.from_pretrained("{PLACEHOLDER}")']
-        return ["With transformer-zoo installed:", "", "```python", *code, "```"]
-    tag = pipeline_tag(model)
-    if tag == "text-generation":
-        call = [
-            f'generate = pipeline("text-generation", model="{PLACEHOLDER}")',
-            'print(generate("ROMEO:")[0]["generated_text"])',
-        ]
-        if run.tokenizer_kind == "char":  # its special tokens are the newline (hf_tokenizer.char_special): keep them
-            call[-1] = 'print(generate("ROMEO:", skip_special_tokens=False)[0]["generated_text"])'
-    elif tag == "text-classification":
-        call = [
-            f'classify = pipeline("text-classification", model="{PLACEHOLDER}", truncation=True)',
-            'print(classify("a gripping film"))',
-        ]
-    elif tag == "image-classification":
-        call = [f'classify = pipeline("image-classification", model="{PLACEHOLDER}")', 'print(classify("image.png"))']
-    else:
-        auto = "AutoModelForSeq2SeqLM" if tag == "translation" else "AutoModelForPreTraining"
-        trust = ", trust_remote_code=True" if remote else ""
-        code = [
-            f"from transformers import {auto}, AutoTokenizer",
-            "",
-            f'model = {auto}.from_pretrained("{PLACEHOLDER}"{trust})',
-            # transformers reads config.json to pick the tokenizer, and a config with auto_map runs the
-            # directory's code: without the flag it stops at an interactive prompt.
-            f'tokenizer = AutoTokenizer.from_pretrained("{PLACEHOLDER}"{trust})',
-        ]
-        if tag == "translation":
-            code += [
-                'ids = tokenizer("A sentence.", return_tensors="pt")',
-                "print(tokenizer.batch_decode(model.generate(**ids), skip_special_tokens=True))",
-            ]
-        return ["With `transformers`:", "", "```python", *code, "```"]
-    if remote:  # the model's code is in the directory: transformers runs it only when told to
-        call[0] = call[0].replace(")", ", trust_remote_code=True)", 1)
-    return ["With `transformers`:", "", "```python", "from transformers import pipeline", "", *call, "```"]
-
-
-def _limits_section(model: ZooModel, fmt: str, context: int | None, run: TrainingRun, remote: bool) -> list[str]:
-    lines = [
-        "- For research and teaching: a model of transformer-zoo's recipes, trained on the data above. It has not "
-        "been evaluated for bias, safety or factual accuracy and is not meant for use in products."
-    ]
-    positions = position_limit(model)
-    if isinstance(model, GPT) and context:
-        lines.append(
-            f"- Trained context: {context} tokens (the model has {positions} positions). "
-            + (
-                f"generation_config.json sets `max_length={context}`: generation stops at {context} tokens, prompt "
-                f"included; a prompt of {context} tokens or more is refused with a ValueError, and a `max_new_tokens` "
-                f"that takes prompt plus new tokens past {context} fails in the position embedding. "
-                '`pipeline(..., handle_long_generation="hole")` keeps the end of a long prompt. '
-                if fmt == "hf" and not remote
-                else ""
-            )
-            + (
-                f"generation_config.json sets `max_length={context}`; a larger `max_new_tokens` slides a window of "
-                "the model's positions over the text, as zoo's own `generate` does."
-                if fmt == "hf" and remote
-                else "zoo's own `generate` slides a window of the context over longer texts instead."
-            )
-        )
-    elif isinstance(model, BERT) and context:
-        untrained = f"; rows {context} to {positions - 1} were not trained by this run" if context < positions else ""
-        lines.append(
-            f"- Trained on rows of at most {context} tokens, [CLS] and [SEP] included (the model has {positions} "
-            f"position rows{untrained}). The tokenizer's `model_max_length` is {context}: pass `truncation=True` to "
-            "cut longer inputs as zoo's data pipeline does (tokenizer.json truncates to it by itself)."
-        )
-    elif isinstance(model, Transformer) and context:
-        lines.append(f"- Trained on sentences of at most {context} tokens per side (BOS/EOS included).")
-    elif isinstance(model, ViT):
-        c = model.config
-        gray = " (exported as the equal 3-channel model: give grayscale images as RGB)" if fmt == "hf" else ""
-        lines.append(
-            f"- Trained on {c.image_size}x{c.image_size} images with {c.in_channels} channel(s)"
-            f"{gray if c.in_channels == 1 else ''}; other sizes are resized by the image processor (where the export "
-            "has one)."
-        )
-    vocab = getattr(model.config, "vocab_size", None)
-    if run.tokenizer_kind == "char" and vocab:
-        lines.append(f"- Its tokenizer knows only the {vocab} characters of the training text: others were never seen.")
-        if fmt == "hf":
-            lines[-1] += (
-                " The exported tokenizer reads them as a newline, which is also its bos, eos and pad token; decoding"
-                " with `skip_special_tokens=True` (the pipeline's default) drops newlines."
-            )
-    return lines
+def _base_model(pretrained) -> str | None:
+    """The Hub id of a pretrained model read from huggingface_hub's cache (.../models--org--name/snapshots/...)."""
+    match = re.search(r"models--([^/\\]+)[/\\]snapshots", str(pretrained or ""))
+    return match.group(1).replace("--", "/") if match else None
 
 
 def model_card(
@@ -309,25 +251,50 @@ def model_card(
     `remote`: the export carries its own modelling code (trust_remote_code=True)."""
     if fmt not in ("hf", "zoo"):
         raise ValueError(f"model card format must be 'hf' or 'zoo', got {fmt!r}")
-    run = run or TrainingRun()
-    tags = ["transformer-zoo", model.model_type] + ([run.task] if run.task else [])
-    data = ModelCardData(
-        library_name="transformers" if fmt == "hf" else "transformer-zoo", pipeline_tag=pipeline_tag(model), tags=tags
+    run, hf, config, positions = run or TrainingRun(), fmt == "hf", model.config_dict(), position_limit(model)
+    remote, class_name, version = remote and hf, type(model).__name__, __version__
+    sizes = ", ".join(f"{label} {config[k]}" for label, keys in _SIZES.items() for k in keys.split() if config.get(k))
+    sizes += f", {positions} positions" if positions else ""
+    switches = ", ".join(
+        f"{k}={v!r}" for k, v in (outside_native(model) if remote else model.nondefault_switches()).items()
     )
-    what = TASKS.get(run.task or "", "")
-    title = f"{run.preset or type(model).__name__}" + (f" for {what.split(' (')[0]}" if what else "")
-    sections = {
-        "Model": _model_section(model, fmt, architecture, run, labels, remote),
-        "Training data": _data_section(run),
-        "Training recipe": _recipe_section(run),
-        "Results": _results_section(run),
-        "How to use": _usage_section(model, fmt, run, remote),
-        "Intended use and limits": _limits_section(model, fmt, context, run, remote),
-    }
-    body = [f"# {title}, trained with transformer-zoo", ""]
-    for heading, lines in sections.items():
-        body += [f"## {heading}", "", *lines, ""]
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))
+    dataset = run.data.get("dataset")
+    dataset_text, hub_dataset, language = DATASET_FACTS.get(dataset, (dataset, None, None))
+    files = DATASETS.get(dataset, [])
+    source = f"{files[0].url.rsplit('/', 1)[0]}/" if files else None
+    options = ", ".join(
+        f"{k}={v}"
+        for k, v in run.data.items()
+        if k not in _NOT_OPTIONS and not k.endswith(("_files", "_file")) and v is not None
+    )
+    tag, task = pipeline_tag(model), TASKS.get(run.task or "", run.task)
+    title = (run.preset or class_name) + (f" for {task.split(' (')[0]}" if run.task in TASKS else "")
+    optimizer, schedule = (_describe_partial(run.hparams.get(k)) for k in ("optimizer", "scheduler"))
+    results = sorted(
+        ((k, v) for k, v in run.metrics.items() if _is_result(k) and math.isfinite(v)),
+        key=lambda item: (("val", "test", "train").index(item[0].split("/")[0]), item[0]),
+    )
+    checkpoint = Path(run.checkpoint or "last.ckpt").name
+    trust = ", trust_remote_code=True" if remote else ""
+    # The validation and test metrics as the Hub's model-index: where the dataset is one of the Hub's.
+    evals = [
+        EvalResult(tag, hub_dataset, dataset_text, _METRIC_IDS.get(m, m), value, dataset_split=split, metric_name=name)
+        for name, value in results
+        for split, m in [name.split("/", 1)]
+        if hub_dataset and tag and split in ("val", "test")
+    ]
+    data = ModelCardData(
+        library_name="transformers" if hf else "transformer-zoo",
+        pipeline_tag=tag,
+        tags=["transformer-zoo", model.model_type] + ([run.task] if run.task else []),
+        datasets=[hub_dataset] if hub_dataset else None,
+        language=language,
+        base_model=_base_model(run.hparams.get("pretrained")),
+        metrics=sorted({e.metric_type for e in evals}) or None,
+        model_name=title if evals else None,
+        eval_results=evals or None,
+    )
+    return ModelCard.from_template(data, template_str=TEMPLATE, **locals())  # the template reads the names above
 
 
 def write_model_card(directory: str | Path, model: ZooModel, **kwargs) -> Path:
