@@ -65,7 +65,7 @@ def test_process_start_time_is_when_the_process_started():
     moment this test launched it (a wrong field of /proc/self/stat gives hours or days)."""
     launched = time.time()
     code = (
-        "import json, time; time.sleep(1.0); from zoo.entry.phase_times import process_start_time as start; "
+        "import json, time; time.sleep(1.0); from zoo.callbacks.phase_times import process_start_time as start; "
         "print(json.dumps([*start(), time.time()]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -18,12 +18,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from trained import train_refused
 
-from zoo.callbacks import throughput
+from zoo.callbacks import phase_times, throughput
 from zoo.data import CharTokenizer, TranslationTokenizer
-from zoo.entry import cli, phase_times
+from zoo.entry import cli
 from zoo.entry.config_checks import check_config
 from zoo.entry.export import main as export_main
-from zoo.entry.phase_times import PhaseTimes
 from zoo.entry.train import _never_logged
 from zoo.models import BERT, CNN, GPT, Transformer, ZooModel
 from zoo.optim.build import build_optimizer
@@ -329,11 +328,11 @@ def test_export_overwrite_refuses_a_directory_that_is_not_an_export(capsys, tmp_
 def test_a_later_job_counts_its_startup_from_its_own_start(monkeypatch):
     monkeypatch.setattr(phase_times, "_job_starts", [])
     phase_times.mark_job_start()
-    first = PhaseTimes()
+    first = phase_times.PhaseTimes()
     assert first.started_from in ("process start", "zoo import") and first.started <= phase_times._job_starts[0]
     time.sleep(0.01)
     phase_times.mark_job_start()  # job 1 of a multirun, in the same process
-    later = PhaseTimes()
+    later = phase_times.PhaseTimes()
     assert later.started_from == "job start" and later.started == phase_times._job_starts[1] > first.started
 
 

@@ -16,6 +16,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.callbacks.phase_times import PhaseTimes, mark_job_start
 from zoo.callbacks.preemption import PreemptionCheckpoint
 from zoo.checkpointing.choosing import newest_checkpoint
 from zoo.checkpointing.reading import check_resume
@@ -23,7 +24,6 @@ from zoo.entry import hydra_ddp
 from zoo.entry.allocator import keep_freed_memory
 from zoo.entry.builders import build_callbacks, build_loggers, build_model_config, resumed_configs, task_inputs
 from zoo.entry.config_checks import check_config
-from zoo.entry.phase_times import PhaseTimes, mark_job_start
 from zoo.entry.quiet import quiet, start_run_log
 from zoo.entry.records import run_record
 from zoo.entry.resolvers import resolve_ckpt_path
@@ -38,7 +38,7 @@ CTRL_C_EXIT = 130  # 128 + SIGINT, what a shell reports for a command ended by C
 
 def train(cfg: DictConfig) -> float | None:
     """Fit, then validate/test with the final weights; returns `cfg.optimized_metric` for sweepers."""
-    mark_job_start()  # a later job of a multirun counts its start-up from here (zoo.entry.phase_times)
+    mark_job_start()  # a later job of a multirun counts its start-up from here (zoo.callbacks.phase_times)
     quiet()
     loggers: list = []
     try:
