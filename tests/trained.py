@@ -172,7 +172,7 @@ class _ProcessState:
         import numpy as np
         import torch
 
-        from zoo.entry import phase_times
+        from zoo.callbacks import phase_times
 
         self.environ = dict(os.environ)
         self.loggers = {
@@ -199,7 +199,8 @@ class _ProcessState:
         import numpy as np
         import torch
 
-        from zoo.entry import phase_times, run_lock
+        from zoo.callbacks import phase_times
+        from zoo.entry import run_lock
 
         # The claims of directories a process keeps until it ends (its exit removes the empty ones).
         run_lock._release_unused_claims()
