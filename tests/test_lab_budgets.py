@@ -21,8 +21,9 @@ from test_lab_plots import lm_configs
 from zoo.lab.decide.sweep import load_sweep
 from zoo.lab.questions.budgets import budgets, question_budgets, run_overrides
 from zoo.lab.questions.configs import QUESTIONS_DIR, question_names
-from zoo.lab.report.publish import SUMMARY_BEGIN, SUMMARY_END, publish, run_line
-from zoo.lab.report.report import SUMMARY_STAMP, write_report
+from zoo.lab.report.page import SUMMARY_BEGIN, SUMMARY_END
+from zoo.lab.report.publish import publish, run_line
+from zoo.lab.report.report import DECISION_JSON, write_report
 
 # ---- the config ----------------------------------------------------------------------------------------------------
 
@@ -151,7 +152,7 @@ def test_the_report_of_a_budget_run_says_its_budget(tmp_path):
     text = path.read_text()
     assert "Budget: `short` (`--budget short`: trainer.max_steps=100)." in text
     assert "Overrides:" not in text  # the budget's own overrides make it that budget, not a run with overrides
-    stamp = json.loads(next(x for x in text.splitlines() if x.startswith(SUMMARY_STAMP))[len(SUMMARY_STAMP) : -4])
+    stamp = json.loads((path.parent / DECISION_JSON).read_text())
     assert stamp["budget"] == "short" and stamp["work"] == {"count": 76800, "low": 76800, "unit": "tokens"}
     path, _, _ = write_report(budget_sweep(tmp_path / "mid", "mid"))
     assert "Budget: `mid` (the question's own config)." in path.read_text()
@@ -180,7 +181,7 @@ def test_publishing_budgets_gives_the_outcome_against_budget_table_and_again_rep
     publish(budget_sweep(tmp_path / "long", "long"), docs)
     publish(budget_sweep(tmp_path / "short", "short"), docs)
     text = docs.read_text()
-    assert "Pending." in text  # the main section is not touched by a budget
+    assert "Not measured yet: `python -m zoo.lab run handmade`" in text  # a budget is not the main section
     assert "The question's own budget has not been published yet." in text  # (not a question: its name unknown)
     head, verdicts, checks = table_of(text)
     assert head == ["claim check", "`short`: 76,800 tokens per job", "`long`: 307,200 tokens per job"]
@@ -190,7 +191,7 @@ def test_publishing_budgets_gives_the_outcome_against_budget_table_and_again_rep
 
     publish(budget_sweep(tmp_path / "mid", "mid"), docs)  # the question's own budget: its main section, a column
     text = docs.read_text()
-    assert "Pending." not in text and "has not been published yet" not in text
+    assert "Not measured yet" not in text and "has not been published yet" not in text
     head, verdicts, checks = table_of(text)
     assert [h.split(":")[0] for h in head[1:]] == ["`short`", "`mid`", "`long`"]  # by tokens seen, not by name
     assert verdicts[1:] == ["inconclusive", "contradicted", "supported"]

@@ -292,7 +292,8 @@ def test_publish_that_fails_writing_the_text_puts_the_old_plots_back(published, 
 
     monkeypatch.undo()
     publish(sweep, docs)  # then it works: the new plots and the per-seed CSV replace the old folder, linked
-    assert sorted(p.name for p in plots.iterdir()) == ["lab_1_m.png", "lab_paired_differences.png", "lab_per_seed.csv"]
+    names = ["lab_1_m.png", "lab_paired_differences.png", "lab_per_seed.csv", "result.json"]
+    assert sorted(p.name for p in plots.iterdir()) == names
     for image in plots.glob("*.png"):
         assert image.read_bytes()[:4] == b"\x89PNG" and f"](lab/handmade/{image.name})" in docs.read_text()
     assert not [p for p in plots.parent.iterdir() if p.name.startswith(".")]
@@ -398,45 +399,3 @@ def test_a_signal_to_a_lab_run_stops_its_sweep(tmp_path, signum, status):
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
     assert f"stopped by {signal.Signals(signum).name}" in lab.stderr.read()
-
-
-# ---- sections decided under the earlier rule ------------------------------------------------------------------------
-
-
-OLD_SECTION = """<!-- measured:{name} -->
-Full run, 2026-12-01, on a CPU: `python -m zoo.lab run {name}`.
-
-| p | seeds | m |
-|---|---|---|
-| a | 2 | 1.05 ± 0.071 |
-| b | 3 | 2.05 ± 0.071 |
-
-#### Verdict: holds
-
-- **a < b**: holds. 1.05 ± 0.071 vs 2.05 ± 0.071: diff +1 > 2 x spread 0.1
-<!-- /measured:{name} -->
-"""
-
-
-def test_publish_notes_the_sections_decided_under_the_earlier_rule(tmp_path, capsys):
-    from zoo.lab.run.cli import main
-
-    docs = docs_with_markers(tmp_path)
-    pending = "<!-- measured:pending -->\nNot run yet.\n<!-- /measured:pending -->\n"
-    docs.write_text(docs.read_text() + OLD_SECTION.format(name="old") + pending)
-    values = {"a": [1.0, 1.1, 1.05, 0.98, 1.02], "b": [2.0, 2.1, 2.05, 1.97, 2.01]}
-    publish(make_sweep(tmp_path / "sweep", values, [check("a < b", "less", "a", "b")]), docs)
-    text = docs.read_text()
-    new, rest = text.split("<!-- /measured:handmade -->")
-    assert "Decided under the earlier rule" not in new and "#### Verdict: supported" in new  # decided by the rule
-    old = rest.split("<!-- measured:old -->\n")[1]
-    assert old.startswith("> **Decided under the earlier rule**") and "Its points ran 2 to 3 seeds" in old
-    assert "every check would be inconclusive" in old and "Verdict: holds" in old  # the old verdict is not edited
-    assert "Not run yet.\n" in text and text.count("Decided under the earlier rule") == 1  # no verdict, no note
-
-    # the notes alone, without a sweep, and only once
-    docs.write_text(text + OLD_SECTION.format(name="older"))
-    assert main(["publish", "--notes-only", "--docs", str(docs)]) == 0
-    assert main(["publish", "--notes-only", "--docs", str(docs)]) == 0
-    assert docs.read_text().count("Decided under the earlier rule") == 2
-    assert_one_line_error(lab_main(capsys, "publish", "--docs", str(docs)), "needs a sweep directory")

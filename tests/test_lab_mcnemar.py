@@ -276,8 +276,8 @@ def test_a_sweeps_records_decide_by_mcnemar_and_a_missing_one_by_t(tmp_path):
     first, second = zip(*[counts(10, 40, 872) for _ in SEEDS])
     sweep = load_sweep(make_sweep(tmp_path / "full", {"a": list(first), "b": list(second)}))
     assert sweep.per_example(["val/acc"])[("b",)]["val/acc"]["3"].correct().sum() == 872 - 10
-    text, outcome, _ = build_report(sweep)
-    assert outcome == "supported" and "McNemar, pooled over 5 seeds: b=200, c=50 of 4360 examples" in text
+    text, facts, _ = build_report(sweep)
+    assert facts["outcome"] == "supported" and "McNemar, pooled over 5 seeds: b=200, c=50 of 4360 examples" in text
 
     sweep = load_sweep(make_sweep(tmp_path / "lacking", {"a": list(first), "b": list(second)}, skip=("a", "4")))
     text, _, _ = build_report(sweep)

@@ -24,8 +24,9 @@ from zoo.lab.decide.baselines import covered_windows, fit, log_probs, ngram_code
 from zoo.lab.decide.claims import check_config
 from zoo.lab.decide.metric_names import describe, header
 from zoo.lab.decide.reference import reference_config
-from zoo.lab.report.publish import SUMMARY_BEGIN, SUMMARY_END, publish, summary_rows, with_summary, write_summary
-from zoo.lab.report.report import PER_SEED_CSV, SUMMARY_STAMP, write_report
+from zoo.lab.report.page import SUMMARY_BEGIN, SUMMARY_END, load_results, render, summary_row
+from zoo.lab.report.publish import publish, write_page
+from zoo.lab.report.report import DECISION_JSON, PER_SEED_CSV, write_report
 
 SEEDS = ["1", "2", "3", "4", "5"]
 CHAR_DATA = {
@@ -210,7 +211,7 @@ def test_an_arm_at_the_unigram_level_did_not_learn_and_its_claim_checks_are_inco
     assert list(values) == ["unigram", "bigram", "trigram", "4-gram"]
     assert float(values["unigram"]) > float(values["trigram"]) > float(values["4-gram"])
     assert outcome == "supported in part" and plots and plots[0].is_file()
-    stamp = json.loads(next(line for line in lines if line.startswith(SUMMARY_STAMP))[len(SUMMARY_STAMP) : -4])
+    stamp = json.loads((path.parent / DECISION_JSON).read_text())
     assert stamp["did_not_learn"] == ["p=a"] and stamp["seeds"] == [5, 5] and stamp["outcome"] == outcome
 
 
@@ -314,76 +315,33 @@ def test_the_table_names_metrics_in_words_and_the_per_seed_csv_has_every_job(tmp
 # ---- the summary of docs/lab.md ----------------------------------------------------------------------------------
 
 
-OLD_SECTION = """<!-- measured:old -->
-Full run, 2026-12-01, on a CPU: `python -m zoo.lab run old`. 4 jobs, 120 s of job time in all (longest job 40 s).
-
-| p | seeds | m |
-|---|---|---|
-| a | 2 | 1.05 ± 0.071 |
-| b | 2 | 2.05 ± 0.071 |
-
-#### Verdict: holds
-
-- **a < b**: holds. 1.05 ± 0.071 vs 2.05 ± 0.071: diff +1 > 2 x spread 0.1
-<!-- /measured:old -->
-"""
-
-
-def test_the_summary_lists_every_section_from_its_stamp_or_as_decided_under_the_earlier_rule(tmp_path):
+def test_the_summary_lists_every_question_from_its_result_and_rendering_again_changes_nothing(tmp_path):
     docs = tmp_path / "docs" / "lab.md"
     docs.parent.mkdir()
     pending = "<!-- measured:pending -->\nNot run yet.\n<!-- /measured:pending -->\n"
     docs.write_text(
-        "# Lab\n\nIntro.\n\n## How\n\n<!-- measured:handmade -->\nPending.\n<!-- /measured:handmade -->\n\n"
-        + OLD_SECTION
-        + pending
+        f"# Lab\n\n{SUMMARY_BEGIN}\n{SUMMARY_END}\n\n## How\n\n<!-- measured:handmade -->\nPending.\n"
+        "<!-- /measured:handmade -->\n\n" + pending
     )
-    assert write_summary(docs) == 3  # the markers go in before the first `## ` heading
-    text = docs.read_text()
-    assert text.index(SUMMARY_BEGIN) < text.index("## How") and text.count(SUMMARY_END) == 1
     sweep = make_sweep(tmp_path / "sweep", {"a": spread(3.33), "b": spread(1.90), "c": spread(1.95)}, CHECKS)
-    publish(sweep, docs)  # rewrites the summary
-    rows = {r["question"].split("`")[1]: r for r in summary_rows(docs.read_text())}
-    assert rows["handmade"]["outcome"] == "supported in part" and rows["handmade"]["seeds"] == "5"
-    assert rows["handmade"]["did not learn"].startswith("1 of 3 (val/loss ≥ trigram 2.0")
-    assert rows["handmade"]["did not learn"].endswith("): p=a")
-    assert rows["handmade"]["checks"] == "2 supported, 0 contradicted, 1 inconclusive"
-    assert rows["old"]["outcome"] == "decided under the earlier rule (then: holds)"
-    assert (
-        rows["old"]["seeds"] == "2"
-        and rows["old"]["jobs"] == "4 jobs, 120 s"
-        and rows["old"]["run"].startswith("Full run")
-    )
-    assert rows["old"]["did not learn"] == "not checked (no such question)"
-    assert rows["pending"]["outcome"] == "not measured yet"
+    publish(sweep, docs)  # writes docs/lab/handmade/result.json and renders the page
+    results = load_results(docs.parent / "lab")
+    assert list(results) == ["handmade"]
+    row = summary_row("handmade", results)
+    assert row["outcome"] == "supported in part" and row["seeds"] == "5"
+    assert row["did not learn"].startswith("1 of 3 (val/loss ≥ trigram 2.0") and row["did not learn"].endswith("): p=a")
+    assert row["checks"] == "2 supported, 0 contradicted, 1 inconclusive" and row["run"].startswith("Full run, 20")
     text = docs.read_text()
     summary = text[text.index(SUMMARY_BEGIN) : text.index(SUMMARY_END)]
     assert "| `handmade`: handmade | supported in part |" in summary
-    assert with_summary(text) == text  # regenerating changes nothing
-    # the per-seed CSV went beside the plots, and the section links it there
+    assert "| `pending`: pending | not measured yet |" in summary
+    # what was between the markers is not read: an unmeasured question says so, the published one is its result
+    assert "Not run yet." not in text and "Not measured yet: `python -m zoo.lab run pending`" in text
+    assert render(text, results) == text  # rendering again changes nothing
+    assert write_page(docs) == 1 and docs.read_text() == text
+    # the per-seed CSV went beside the plots and the result, and the section links it there
     assert (docs.parent / "lab" / "handmade" / PER_SEED_CSV).is_file()
     assert f"](lab/handmade/{PER_SEED_CSV})" in text
-
-
-RESIDUAL_SECTION = """<!-- measured:residual -->
-Full run, 2026-12-01, on a CPU: `python -m zoo.lab run residual`. 12 jobs, 625 s of job time in all (longest job 107 s).
-
-| n_layer | residual | seeds | val/loss | lab/loss_end |
-|---|---|---|---|---|
-| 2 | True | 2 | 1.962 ± 0.00025 | 2.062 ± 0.0052 |
-| 2 | False | 2 | 3.329 ± 0.0011 | 3.306 ± 0.0078 |
-
-#### Verdict: holds in part
-<!-- /measured:residual -->
-"""
-
-
-def test_a_section_of_the_earlier_rule_is_checked_against_the_reference_by_its_published_means():
-    (row,) = summary_rows(RESIDUAL_SECTION)
-    assert row["outcome"] == "decided under the earlier rule (then: holds in part)" and row["seeds"] == "2"
-    # the question's config (char LM windows of 64, 20 batches of 12): the trigram near 2.02
-    assert row["did not learn"].startswith("1 of 2 by its table's means (val/loss ≥ trigram 2.0")
-    assert row["did not learn"].endswith("): n_layer=2, residual=False")
 
 
 def test_a_margin_above_chance_is_the_bar_and_the_recipe_a_line_beside_it(tmp_path):

@@ -1,5 +1,5 @@
 """The summary of docs/lab.md says whether each measured outcome agrees with the cited paper and whether it is
-limited by scale (issue 25, item 4), computed from the published stamps: the claim checks marked `paper: true` and
+limited by scale, computed from the published results (result.json): the claim checks marked `paper: true` and
 their outcomes; the arms that did not learn and the outcome against the question's budgets."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from test_lab_integrity import check, make_sweep
 
 from zoo.lab.decide.claims import check_config
-from zoo.lab.report.publish import paper_cell, scale_cell, summary_block, summary_rows
-from zoo.lab.report.report import SUMMARY_STAMP, write_report
+from zoo.lab.report.page import paper_cell, scale_cell, summary_block, summary_row
+from zoo.lab.report.report import DECISION_JSON, write_report
 
 
 def claim(name: str, outcome: str, paper: bool | None = None) -> dict:
@@ -63,18 +63,7 @@ def test_limited_by_scale_when_an_arm_did_not_learn_or_the_outcome_moves_with_th
     )
 
 
-def block(name: str, body: str) -> str:
-    return f"<!-- measured:{name} -->\n{body}\n<!-- /measured:{name} -->\n"
-
-
-def stamp(payload: dict) -> str:
-    return SUMMARY_STAMP + json.dumps(payload) + " -->"
-
-
-OLD = "Full run, 2026-12-01, on a CPU.\n\n| p | seeds | m |\n|---|---|---|\n| a | 2 | 1 ± 0 |\n\n#### Verdict: holds"
-
-
-def test_the_summary_table_has_both_columns_and_the_earlier_rule_reads_not_recorded():
+def test_the_summary_table_has_both_columns_and_an_unmeasured_question_says_so():
     payload = {
         "question": "handmade",
         "outcome": "supported in part",
@@ -87,22 +76,23 @@ def test_the_summary_table_has_both_columns_and_the_earlier_rule_reads_not_recor
         "points": 2,
         "claim_checks": [claim("a < b", "supported", True), claim("b < c", "contradicted", False)],
     }
-    document = block("handmade", "Full run, 2026-12-03, on a CPU.\n" + stamp(payload)) + block("old", OLD)
-    rows = {r["question"].split("`")[1]: r for r in summary_rows(document)}
-    assert rows["handmade"]["paper"] == "agrees (1 supported of 1)"
-    assert rows["handmade"]["scale"] == "one budget only"
-    assert rows["old"]["paper"] == rows["old"]["scale"] == "not recorded"
-    table = summary_block(document)
+    run = {"kind": "Full run", "date": "2026-12-03", "machine": "a CPU", "command": "c", "wall": ""}
+    results = {"handmade": {"question": "handmade", "budget": None, "run": run, "facts": payload}}
+    row = summary_row("handmade", results)
+    assert row["paper"] == "agrees (1 supported of 1)" and row["scale"] == "one budget only"
+    assert row["run"] == "Full run, 2026-12-03" and row["jobs"] == "10 jobs, 100 s"
+    assert summary_row("pending", results)["outcome"] == "not measured yet"
+    table = summary_block(["handmade", "pending"], results)
     assert "| agrees with the cited paper | limited by scale |" in table
     assert "| supported in part | 1 supported, 1 contradicted, 0 inconclusive | agrees (1 supported of 1) |" in table
+    assert "| `pending`: pending | not measured yet |" in table
 
 
 def test_the_report_stamps_which_claim_checks_restate_the_paper(tmp_path):
     checks = [check("a < b", "less", "a", "b", paper=True), check("a < c", "less", "a", "c")]
     values = {"a": [1.0, 1.01, 0.99, 1.02, 0.98], "b": [2.0, 2.02, 1.97, 2.01, 2.0], "c": [3.0, 3.1, 2.9, 3.0, 3.05]}
     path, _, _ = write_report(make_sweep(tmp_path / "sweep", values, checks))
-    line = next(x for x in path.read_text().splitlines() if x.startswith(SUMMARY_STAMP))
-    published = json.loads(line[len(SUMMARY_STAMP) :].rsplit("-->", 1)[0])
+    published = json.loads((path.parent / DECISION_JSON).read_text())
     assert [(c["name"], c["paper"]) for c in published["claim_checks"]] == [("a < b", True), ("a < c", False)]
     assert paper_cell("handmade", published) == "agrees (1 supported of 1)"
 

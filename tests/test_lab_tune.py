@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from zoo.lab.decide.sweep import load_sweep
 from zoo.lab.decide.tuning import EDGE, Tune, choice_text, choices, choose, tune_config
 from zoo.lab.report.plots import TUNING_PLOT
-from zoo.lab.report.report import SUMMARY_STAMP, write_report
+from zoo.lab.report.report import DECISION_JSON, write_report
 
 NAN = float("nan")
 LOSS = Tune("lr", "m", "min")
@@ -173,8 +173,7 @@ def test_the_report_compares_best_against_best_and_shows_every_rate(tmp_path):
     assert "norm=a: lr 0.001: 2.501, 0.01: 2.201, **0.03: 1.901** (means over seeds 1, 2, 3, 4, 5)" in text
     assert EDGE in text  # both choices are at an end of the grid
     assert "0.03: diverged" in text  # b's diverged rate is shown, not hidden
-    stamp = next(line for line in text.splitlines() if line.startswith(SUMMARY_STAMP))
-    facts = json.loads(stamp[len(SUMMARY_STAMP) :].rsplit("-->", 1)[0])
+    facts = json.loads((path.parent / DECISION_JSON).read_text())
     assert facts["tuned"]["chosen"] == {"norm=a": "0.03", "norm=b": "0.001"}
     assert facts["tuned"]["edge"] == ["norm=a", "norm=b"]
     figure = root / TUNING_PLOT

@@ -31,12 +31,9 @@ from .work import sweep_work, work_line
 
 log = logging.getLogger(__name__)
 
-# The decision rule in one paragraph, under every verdict. RULE_STAMP marks text decided under it: publish notes the
-# sections of docs/lab.md that lack it (they were decided under an earlier rule).
-RULE_STAMP = "<!-- lab-rule: t interval, Holm, 5 seeds -->"
-# The report's facts for the summary of docs/lab.md (publish.summary), as JSON after this prefix on one line.
-SUMMARY_STAMP = "<!-- lab-summary: "
 PER_SEED_CSV = "lab_per_seed.csv"  # one row per job, beside the plots
+DECISION_JSON = "decision.json"  # the decision's facts (decision_facts), beside report.md
+# The decision rule in one paragraph, under every verdict.
 RULE_TEXT = (
     "Each check gives its effect with a 95% confidence interval (paired t over the seeds both points ran, Welch t "
     "otherwise; a `factor` is tested on the log ratio; a `less`/`greater` comparison of dev accuracies by McNemar's "
@@ -258,15 +255,16 @@ def check_lines(results: list[CheckResult]) -> list[str]:
     return lines
 
 
-def summary_stamp(
+def decision_facts(
     sweep: Sweep,
     outcome: str,
     claims: list[CheckResult],
     found: dict[tuple, reference.Reference],
     not_learned: dict[tuple, str],
     tuned: tuple | None = None,
-) -> str:
-    """The facts the summary of docs/lab.md lists, on one line (JSON inside an HTML comment)."""
+) -> dict:
+    """The decision as data: outcome, each claim check's outcome and effects with their intervals, seeds, the arms
+    that did not learn, jobs and job time; docs/lab.md's summary and budget tables are rendered from it (page.py)."""
     seeds = [len(jobs) for jobs in sweep.members.values()]
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
     # the claim checks that restate the cited paper's claim: the summary's "agrees with the cited paper" reads them
@@ -304,10 +302,11 @@ def summary_stamp(
             "chosen": {c.arm: c.chosen.value if c.chosen else None for c in found_choices},
             "edge": [c.arm for c in found_choices if c.edge],
         }
-    return SUMMARY_STAMP + json.dumps(facts) + " -->"
+    return facts
 
 
-def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
+def build_report(sweep: Sweep) -> tuple[str, dict, list[Path]]:
+    """(report.md's text, the decision's facts, the plots written into the sweep directory)."""
     lab = sweep.lab
     metrics = check_metrics(lab)
     checks = lab.get("checks", [])
@@ -372,8 +371,6 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
     lines += [
         f"### Verdict: {outcome}",
         "",
-        RULE_STAMP,
-        summary_stamp(sweep, outcome, claims, found, not_learned, tuned),
         f"Claim checks: {counts} (of {len(claims)}). {RULE_TEXT}",
         "",
         *check_lines(claims),
@@ -382,7 +379,8 @@ def build_report(sweep: Sweep) -> tuple[str, str, list[Path]]:
         lines += ["", "Sanity checks (the implementation; not counted toward the verdict):", "", *check_lines(sanity)]
     if lab.get("notes"):
         lines += ["", str(lab["notes"]).strip()]
-    return "\n".join(lines) + "\n", outcome, plots
+    facts = decision_facts(sweep, outcome, claims, found, not_learned, tuned)
+    return "\n".join(lines) + "\n", facts, plots
 
 
 def writable(path: Path) -> bool:
@@ -396,12 +394,13 @@ def write_report(directory: str | Path) -> tuple[Path, str, list[Path]]:
     if not writable(sweep.directory):
         raise ValueError(f"{sweep.directory}: the sweep directory is read-only, and the report is written there; {fix}")
     try:
-        text, outcome, plots = build_report(sweep)
+        text, facts, plots = build_report(sweep)
         path = sweep.directory / "report.md"
         path.write_text(text)
+        (sweep.directory / DECISION_JSON).write_text(json.dumps(facts, indent=1, ensure_ascii=False) + "\n")
     except OSError as err:
         raise ValueError(f"{err.filename or sweep.directory}: {err.strerror or err}; {fix}") from None
-    return path, outcome, plots
+    return path, facts["outcome"], plots
 
 
 class LabReport(Callback):

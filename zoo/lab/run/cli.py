@@ -1,5 +1,5 @@
 """python -m zoo.lab list | report <sweep_dir> | run <name> [--quick] [--budget <b>] [--dry-run] [overrides...]
-| publish <sweep_dir> | summary | gpu [--cpu] [--only <a,b>] [overrides...]"""
+| publish <sweep_dir> | render | gpu [--cpu] [--only <a,b>] [overrides...]"""
 
 from __future__ import annotations
 
@@ -31,32 +31,23 @@ def cmd_report(args) -> int:
     from ..report.report import write_report
 
     path, outcome, plots = write_report(args.sweep_dir)
-    # The checks with their intervals and outcomes on the terminal too (the rule's HTML stamp is for publish only).
-    verdict = path.read_text().split("### Verdict", 1)[-1]
-    print("### Verdict" + "\n".join(line for line in verdict.splitlines() if not line.startswith("<!--")))
+    print("### Verdict" + path.read_text().split("### Verdict", 1)[-1])  # the checks with their intervals and outcomes
     print(f"{path} (verdict: {outcome}; plots: {', '.join(p.name for p in plots) or 'none'})")
     return 0
 
 
 def cmd_publish(args) -> int:
-    from ..report.publish import note_earlier_rule, publish
+    from ..report.publish import publish
 
-    if args.notes_only:  # no sweep: only mark the sections decided under the earlier rule
-        if args.sweep_dir:
-            raise ValueError("--notes-only takes no sweep directory")
-        print(f"{args.docs}: {note_earlier_rule(args.docs)} section(s) noted as decided under the earlier rule")
-        return 0
-    if not args.sweep_dir:
-        raise ValueError("publish needs a sweep directory (or --notes-only)")
     name, outcome = publish(args.sweep_dir, args.docs)
     print(f"{args.docs}: measured results of '{name}' (verdict: {outcome})")
     return 0
 
 
-def cmd_summary(args) -> int:
-    from ..report.publish import write_summary
+def cmd_render(args) -> int:
+    from ..report.publish import write_page
 
-    print(f"{args.docs}: summary of {write_summary(args.docs)} measured section(s)")
+    print(f"{args.docs}: rendered from {write_page(args.docs)} published result(s)")
     return 0
 
 
@@ -110,18 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="report.md + plots + verdict of a finished lab sweep")
     report.add_argument("sweep_dir")
     report.set_defaults(fn=cmd_report)
-    publish = sub.add_parser("publish", help="put a full sweep's table, plots and verdict into docs/lab.md")
-    publish.add_argument("sweep_dir", nargs="?")
-    publish.add_argument(
-        "--notes-only",
-        action="store_true",
-        help="publish nothing; note the sections decided under the earlier rule (done by every publish too)",
-    )
+    publish = sub.add_parser("publish", help="write a full sweep's result into docs/lab/ and render docs/lab.md")
+    publish.add_argument("sweep_dir")
     publish.add_argument("--docs", default=str(ROOT / "docs" / "lab.md"), help="the lab document (docs/lab.md)")
     publish.set_defaults(fn=cmd_publish)
-    summary = sub.add_parser("summary", help="rewrite the summary table at the top of docs/lab.md from its sections")
-    summary.add_argument("docs", nargs="?", default=str(ROOT / "docs" / "lab.md"), help="the lab document")
-    summary.set_defaults(fn=cmd_summary)
+    render = sub.add_parser("render", help="render docs/lab.md from docs/lab/*/result.json")
+    render.add_argument("docs", nargs="?", default=str(ROOT / "docs" / "lab.md"), help="the lab document")
+    render.set_defaults(fn=cmd_render)
     run = sub.add_parser("run", help="run a question's sweep (train.py -m experiment=lab/<name>) and its report")
     run.add_argument("name")
     run.add_argument("--quick", action="store_true", help="a budget of seconds: tiny steps, few val batches")
