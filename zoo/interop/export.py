@@ -9,15 +9,15 @@ import dataclasses
 import json
 from pathlib import Path
 
-from zoo.models import BERT, GPT, Transformer, ViT, ZooModel
+from zoo.models import Transformer, ViT, ZooModel
 
 from .exportable import check_exportable, is_native
 from .hf import label_maps, save_hf
 from .hf_image_processor import save_image_processor
 from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
-from .limits import position_limit, trained_context
+from .limits import trained_context
 from .model_card import TrainingRun, write_model_card
-from .remote_code import REMOTE_FILES, num_classes, save_remote
+from .remote_code import REMOTE_FILES, save_remote
 
 # zoo's generate.py samples with these by default; the exported model does the same unless told otherwise
 # (pipeline(..., do_sample=False) for greedy decoding).
@@ -97,14 +97,14 @@ def export_hf(
     (zoo.interop.remote_code), which transformers loads with trust_remote_code=True."""
     check_exportable(model)
     context = _context(model, context_length, run)
-    if tokenizer_json is not None and not isinstance(model, (GPT, BERT, Transformer)):
+    if tokenizer_json is not None and model.reads != "text":
         raise ValueError(f"a tokenizer was given for a {type(model).__name__}, which reads no text")
     if (image_mean is None) != (image_std is None):
         raise ValueError("give both image_mean and image_std (the normalization the ViT was trained with), or neither")
-    if image_mean is not None and not isinstance(model, ViT):
+    if image_mean is not None and model.reads != "images":
         raise ValueError(f"image_mean/image_std were given for a {type(model).__name__}, which reads no images")
     if labels is not None:
-        label_maps(labels, num_classes(model))  # checked before anything is written
+        label_maps(labels, model.num_classes())  # checked before anything is written
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     token_ids: dict[str, int | None] = {}
@@ -119,10 +119,10 @@ def export_hf(
         save_hf(model, directory, labels=labels, token_ids=token_ids)
     else:  # a lab switch: the model's own code goes along (trust_remote_code=True)
         save_remote(model, directory, labels=labels, token_ids=token_ids)
-    if isinstance(model, GPT):
+    if model.pipeline_tag() == "text-generation":
         char = tokenizer_json is not None and json.loads(tokenizer_json).get("kind") == "char"
         _save_generation_config(directory, token_ids, context, stop=not char)
-    if isinstance(model, Transformer):
+    if model.pipeline_tag() == "translation":
         _save_seq2seq_generation_config(directory, model, context)
     if image_mean is not None:
         c = model.config
@@ -132,7 +132,7 @@ def export_hf(
 
 
 def _context(model: ZooModel, context_length: int | None, run: TrainingRun | None) -> int | None:
-    positions = position_limit(model)
+    positions = model.positions()
     if context_length is None:
         return trained_context(model, run.data if run else None)
     if positions is None:

@@ -10,12 +10,9 @@
 
 from __future__ import annotations
 
-from zoo.models import BERT, GPT, ViT, ZooModel
+from zoo.models import ZooModel
 
 from .remote_code import SPECS
-
-# The zoo models that have a Hugging Face class (GPT2LMHeadModel, BertFor*, ViTForImageClassification).
-HF_CLASSES = (GPT, BERT, ViT)
 
 ZOO_FORMAT_HINT = (
     "save it in zoo's own format instead: `zoo-export CKPT DIR --format zoo` or "
@@ -23,25 +20,9 @@ ZOO_FORMAT_HINT = (
 )
 
 
-def outside_native(model: ZooModel) -> dict:
-    """The options of `model` that its native Hugging Face class cannot compute: the lab switches, and the model
-    options outside the native layout (ViTForImageClassification has a class token, token pooling and a head;
-    GPT2LMHeadModel has biases)."""
-    found = dict(model.nondefault_switches())
-    c = model.config
-    if isinstance(model, ViT):
-        if c.pool != "token" or not c.class_token:
-            found |= {"pool": c.pool, "class_token": c.class_token}
-        if not c.num_classes:
-            found["num_classes"] = c.num_classes
-    if isinstance(model, GPT) and not c.bias:
-        found["bias"] = c.bias
-    return found
-
-
 def is_native(model: ZooModel) -> bool:
     """Whether a native Hugging Face class computes `model` exactly."""
-    return isinstance(model, HF_CLASSES) and not outside_native(model)
+    return model.hf_native and not model.outside_native()
 
 
 def has_remote_code(model: ZooModel) -> bool:
@@ -53,7 +34,7 @@ def check_native(model: ZooModel) -> None:
     if is_native(model):
         return
     if has_remote_code(model):
-        switches = ", ".join(f"{name}={value!r}" for name, value in outside_native(model).items())
+        switches = ", ".join(f"{name}={value!r}" for name, value in model.outside_native().items())
         why = (
             f"this {type(model).__name__} uses options ({switches}) that no Hugging Face class computes"
             if switches
@@ -72,7 +53,7 @@ def check_exportable(model: ZooModel) -> None:
         return
     if has_remote_code(model):  # its code is zoo's own: every option of its config is computed
         return
-    if not isinstance(model, HF_CLASSES):
+    if not model.hf_native:
         # Checked first: the export would otherwise stop at a detail (a CNN's image normalization) that is not why.
         raise ValueError(
             f"the {type(model).__name__} ({model.model_type}) has no Hugging Face class to export to (GPT, BERT, "

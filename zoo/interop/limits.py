@@ -6,27 +6,16 @@ data.block_size=64 trains only the first 64. The trained context is the shorter 
 
 from __future__ import annotations
 
-from zoo.models import BERT, GPT, Transformer, ZooModel
+from zoo.models import ZooModel
 
 # The DataModule option that bounds a training row's length, by the name each DataModule gives it.
 _DATA_LENGTH_KEYS = ("block_size", "max_length")
 
 
-def position_limit(model: ZooModel) -> int | None:
-    """How many positions the model itself has (None for image models, which read no token sequence)."""
-    if isinstance(model, GPT):
-        return model.config.block_size
-    if isinstance(model, BERT):
-        return model.config.max_position_embeddings
-    if isinstance(model, Transformer):
-        return model.config.max_len
-    return None
-
-
 def trained_context(model: ZooModel, data_hparams: dict | None = None) -> int | None:
     """The longest input, in tokens, the model was trained on: its own positions, cut to the DataModule's row
     length when the checkpoint recorded one (`datamodule_hyper_parameters`)."""
-    limit = position_limit(model)
+    limit = model.positions()
     if limit is None:
         return None
     for key in _DATA_LENGTH_KEYS:

@@ -18,10 +18,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from zoo import __version__
 from zoo.data.sources import DATASETS
-from zoo.models import BERT, ZooModel
-
-from .exportable import outside_native
-from .limits import position_limit
+from zoo.models import ZooModel
 
 TASKS = {
     "causal_lm": "causal language modelling (next-token prediction)",
@@ -207,14 +204,6 @@ class TrainingRun:
     tokenizer_kind: str | None = None  # char, bpe or wordpiece
 
 
-def pipeline_tag(model: ZooModel) -> str | None:
-    if isinstance(model, BERT):
-        head = model.config.head
-        return {"classification": "text-classification", "pretraining": "fill-mask"}.get(head, "feature-extraction")
-    tag = {"gpt": "text-generation", "transformer": "translation"}.get(model.model_type)
-    return tag or ("image-classification" if getattr(model.config, "num_classes", 0) else None)
-
-
 def _describe_partial(spec: dict | None) -> str | None:
     """`torch.optim.adamw.AdamW (lr=0.001, betas=[0.9, 0.99])` from a recorded Hydra partial."""
     if not spec or not spec.get("_target_"):
@@ -251,12 +240,12 @@ def model_card(
     `remote`: the export carries its own modelling code (trust_remote_code=True)."""
     if fmt not in ("hf", "zoo"):
         raise ValueError(f"model card format must be 'hf' or 'zoo', got {fmt!r}")
-    run, hf, config, positions = run or TrainingRun(), fmt == "hf", model.config_dict(), position_limit(model)
+    run, hf, config, positions = run or TrainingRun(), fmt == "hf", model.config_dict(), model.positions()
     remote, class_name, version = remote and hf, type(model).__name__, __version__
     sizes = ", ".join(f"{label} {config[k]}" for label, keys in _SIZES.items() for k in keys.split() if config.get(k))
     sizes += f", {positions} positions" if positions else ""
     switches = ", ".join(
-        f"{k}={v!r}" for k, v in (outside_native(model) if remote else model.nondefault_switches()).items()
+        f"{k}={v!r}" for k, v in (model.outside_native() if remote else model.nondefault_switches()).items()
     )
     dataset = run.data.get("dataset")
     dataset_text, hub_dataset, language = DATASET_FACTS.get(dataset, (dataset, None, None))
@@ -267,7 +256,7 @@ def model_card(
         for k, v in run.data.items()
         if k not in _NOT_OPTIONS and not k.endswith(("_files", "_file")) and v is not None
     )
-    tag, task = pipeline_tag(model), TASKS.get(run.task or "", run.task)
+    tag, task = model.pipeline_tag(), TASKS.get(run.task or "", run.task)
     title = (run.preset or class_name) + (f" for {task.split(' (')[0]}" if run.task in TASKS else "")
     optimizer, schedule = (_describe_partial(run.hparams.get(k)) for k in ("optimizer", "scheduler"))
     results = sorted(

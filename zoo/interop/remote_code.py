@@ -173,15 +173,6 @@ def remote_config(model: ZooModel, spec: RemoteSpec) -> dict:
     }
 
 
-def num_classes(model: ZooModel) -> int | None:
-    """The classes a classifier head predicts (for its label maps); None for a model without one."""
-    if isinstance(model, BERT) and model.config.head == "classification":
-        return model.config.num_labels
-    if isinstance(model, ViT) and model.config.num_classes:
-        return model.config.num_classes
-    return None
-
-
 def save_remote(
     model: ZooModel,
     directory: str | Path,
@@ -195,7 +186,7 @@ def save_remote(
     token_ids: bos/eos/pad_token_id of the tokenizer that goes along (checked against the model's own)."""
     spec = remote_spec(model)
     config = remote_config(model, spec)
-    classes = num_classes(model)
+    classes = model.num_classes()
     if labels is not None or classes:
         names = labels if labels is not None else [f"LABEL_{i}" for i in range(classes)]
         config["id2label"], config["label2id"] = label_maps(names, classes)

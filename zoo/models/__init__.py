@@ -10,11 +10,9 @@ from .gpt import GPT, GPTConfig
 from .transformer import Transformer, TransformerConfig
 from .vit import ViT, ViTConfig
 
-# model_type -> class, for checkpoints and interop that must rebuild a model from its stored config.
-MODEL_TYPES: dict[str, type[ZooModel]] = {BERT.model_type: BERT, GPT.model_type: GPT, ViT.model_type: ViT}
-MODEL_TYPES[Transformer.model_type] = Transformer
-MODEL_TYPES[CNN.model_type] = CNN
-MODEL_TYPES[DeepMLP.model_type] = DeepMLP
+# model_type -> class, for checkpoints and interop that must rebuild a model from its stored config; each class
+# registers itself where it is defined (ZooModel.__init_subclass__), the imports above make them all known.
+MODEL_TYPES = ZooModel.registry
 
 __all__ = [
     "BERT",

@@ -23,6 +23,16 @@ class ZooModel(ZooHubMixin, nn.Module):
     # Methods that run the network like `forward` but return something else (the fused training `loss`): `forward`
     # always returns one thing (logits), and these are compiled with it and wrapped by FSDP like it.
     forward_methods: ClassVar[tuple[str, ...]] = ()
+    # What checkpoints, export, import, model cards and limits read about a model, declared here at its class
+    # (a new model: its own file, these attributes, and its import in zoo/models/__init__.py):
+    reads: ClassVar[str]  # "text" (token ids) or "images"
+    hf_native: ClassVar[bool] = False  # a Hugging Face class computes its reference layout (GPT-2, BERT, ViT)
+    registry: ClassVar[dict[str, type[ZooModel]]] = {}  # model_type -> class, filled as each class is defined
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "model_type" in cls.__dict__:
+            ZooModel.registry[cls.model_type] = cls
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -78,6 +88,23 @@ class ZooModel(ZooHubMixin, nn.Module):
 
     def config_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self.config)
+
+    def positions(self) -> int | None:
+        """How many token positions the model has (None for a model that reads no token sequence)."""
+        return None
+
+    def num_classes(self) -> int | None:
+        """The classes its classifier head predicts (None without one)."""
+        return None
+
+    def pipeline_tag(self) -> str | None:
+        """The Hugging Face Hub's task for it (the model card's pipeline_tag)."""
+        return None
+
+    def outside_native(self) -> dict[str, Any]:
+        """The options its native Hugging Face class cannot compute: the lab switches, and (per model) the options
+        outside the native layout."""
+        return dict(self.nondefault_switches())
 
     def num_parameters(self, *, exclude_position_embeddings: bool = False) -> int:
         """Unique parameters (a tied output matrix counts once)."""

@@ -137,6 +137,8 @@ class BERT(ZooModel):
     model_type = "bert"
     config_class = BERTConfig
     presets = BERT_PRESETS
+    reads = "text"
+    hf_native = True
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
@@ -173,6 +175,17 @@ class BERT(ZooModel):
             self.classifier_drop = nn.Dropout(p) if p else nn.Identity()
             self.classifier = nn.Linear(c.hidden_size, c.num_labels)
         self.apply(partial(init_transformer_weights, std=c.initializer_range))
+
+    def positions(self) -> int:
+        return self.config.max_position_embeddings
+
+    def num_classes(self) -> int | None:
+        return self.config.num_labels if self.config.head == "classification" else None
+
+    def pipeline_tag(self) -> str:
+        return {"classification": "text-classification", "pretraining": "fill-mask"}.get(
+            self.config.head, "feature-extraction"
+        )
 
     def encode(
         self,

@@ -60,6 +60,7 @@ class CNN(ZooModel):
     model_type = "cnn"
     config_class = CNNConfig
     presets = CNN_PRESETS
+    reads = "images"
 
     def __init__(self, config: CNNConfig) -> None:
         super().__init__(config)
@@ -116,6 +117,12 @@ class CNN(ZooModel):
         for stage in self.stages:
             x = stage(x)
         return torch.flatten(self.avgpool(x), 1)
+
+    def num_classes(self) -> int:
+        return self.config.num_classes
+
+    def pipeline_tag(self) -> str:
+        return "image-classification"
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.fc(self.forward_features(images))

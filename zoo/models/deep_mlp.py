@@ -69,6 +69,7 @@ class DeepMLP(ZooModel):
     model_type = "deep_mlp"
     config_class = DeepMLPConfig
     presets = {"mlp": {}}
+    reads = "images"
 
     def __init__(self, config: DeepMLPConfig) -> None:
         super().__init__(config)
@@ -85,6 +86,12 @@ class DeepMLP(ZooModel):
                 nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
+
+    def num_classes(self) -> int:
+        return self.config.num_classes
+
+    def pipeline_tag(self) -> str:
+        return "image-classification"
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         c = self.config

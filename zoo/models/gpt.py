@@ -89,6 +89,8 @@ class GPT(ZooModel):
     forward_methods = ("loss",)
     config_class = GPTConfig
     presets = GPT_PRESETS
+    reads = "text"
+    hf_native = True
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__(config)
@@ -118,6 +120,16 @@ class GPT(ZooModel):
         self.lm_head = None if c.tie_weights else nn.Linear(c.n_embd, c.vocab_size, bias=False)
         self.apply(partial(init_transformer_weights, std=0.02))
         scale_residual_projections(self, c.n_layer)
+
+    def positions(self) -> int:
+        return self.config.block_size
+
+    def pipeline_tag(self) -> str:
+        return "text-generation"
+
+    def outside_native(self) -> dict:
+        """GPT2LMHeadModel has biases."""
+        return super().outside_native() | ({} if self.config.bias else {"bias": False})
 
     def forward(
         self,

@@ -123,6 +123,7 @@ class Transformer(ZooModel):
     forward_methods = ("loss",)
     config_class = TransformerConfig
     presets = TRANSFORMER_PRESETS
+    reads = "text"
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config)
@@ -155,6 +156,12 @@ class Transformer(ZooModel):
         self.decoder = BlockStack(c.n_decoder_layers, c.d_model, final_norm=c.final_norm, cross_attention=True, **stack)
         self.out_proj = None if c.tie_output else nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self.reset_parameters()
+
+    def positions(self) -> int:
+        return self.config.max_len
+
+    def pipeline_tag(self) -> str:
+        return "translation"
 
     def reset_parameters(self) -> None:
         """Xavier-uniform matrices (torch.nn.Transformer's choice) and N(0, d^-1/2) embeddings, which the sqrt(d)

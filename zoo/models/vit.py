@@ -156,6 +156,8 @@ class ViT(ZooModel):
     model_type = "vit"
     config_class = ViTConfig
     presets = VIT_PRESETS
+    reads = "images"
+    hf_native = True
 
     def __init__(self, config: ViTConfig) -> None:
         super().__init__(config)
@@ -190,6 +192,21 @@ class ViT(ZooModel):
         if self.config.activation != "gelu":
             switches["activation"] = self.config.activation
         return switches
+
+    def num_classes(self) -> int | None:
+        return self.config.num_classes or None
+
+    def pipeline_tag(self) -> str | None:
+        return "image-classification" if self.config.num_classes else None
+
+    def outside_native(self) -> dict:
+        """ViTForImageClassification has a class token, token pooling and a head."""
+        found, c = super().outside_native(), self.config
+        if c.pool != "token" or not c.class_token:
+            found |= {"pool": c.pool, "class_token": c.class_token}
+        if not c.num_classes:
+            found["num_classes"] = c.num_classes
+        return found
 
     # ---- forward (timm's split: features, then head) -------------------------------------------------------
     def _check_images(self, images: torch.Tensor) -> tuple[int, int]:
