@@ -453,7 +453,7 @@ def test_trend_similar_threshold_and_interior_checks(tmp_path):
     checks = [
         {"name": "U", "metric": "m", "expect": "interior_min", "points": [{"p": 1}, {"p": 2}, {"p": 4}]},
         {"name": "down", "metric": "m", "expect": "decreasing", "points": [{"p": 1}, {"p": 2}, {"p": 4}]},
-        {"name": "same", "metric": "m", "expect": "similar", "tolerance": 0.02, "points": [{"p": 4}, {"p": 8}]},
+        {"name": "same", "metric": "m", "expect": "similar", "smallest_effect": 0.05, "points": [{"p": 4}, {"p": 8}]},
         {"name": "above", "metric": "m", "expect": "above", "threshold": 2.9, "points": [{"p": 1}]},
         {"name": "missing", "metric": "m", "expect": "less", "points": [{"p": 1}, {"p": 16}]},
     ]
@@ -501,6 +501,13 @@ def test_malformed_checks_fail_naming_the_check():
 
 
 # ---- the probes ---------------------------------------------------------------------------------------------
+
+
+def test_a_claim_checks_similar_is_bounded_by_the_smallest_effect_not_a_relative_tolerance():
+    claim = {"name": "x", "metric": "val/loss", "expect": "similar", "points": [{}, {}], "tolerance": 0.02}
+    with pytest.raises(ValueError, match=r"lab.checks\[0\] \('x'\): a claim check's 'similar' is bounded by its"):
+        check_config(claim, 0)
+    check_config({**claim, "kind": "sanity"}, 0)  # parameter counts matched within a relative tolerance: fine
 
 
 def test_statistics_of_an_identity_and_a_uniform_attention():

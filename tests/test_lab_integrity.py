@@ -142,7 +142,7 @@ def test_one_seed_per_point_decides_no_check_that_rests_on_the_spread(tmp_path):
     values = {"a": [1.0], "b": [2.0], "c": [3.0]}  # one seed each: spread 0, the noise unknown
     checks = [
         check("a < b", "less", "a", "b"),
-        check("a ~ b", "similar", "a", "b", tolerance=0.9),
+        check("a ~ b", "similar", "a", "b", smallest_effect=1.5),
         check("up", "increasing", "a", "b", "c"),
         check("c above", "above", "c", threshold=2.5),
     ]

@@ -65,11 +65,11 @@ def test_the_paired_difference_figure_holds_each_seeds_a_minus_b_and_the_paired_
 
 def test_a_similar_check_shades_its_equivalence_bound_and_a_factor_check_its_log_ratio(tmp_path):
     checks = [
-        check("a ~ b", "similar", "a", "b", tolerance=0.2),
+        check("a ~ b", "similar", "a", "b", smallest_effect=0.2),
         check("b > a by 5%", "greater", "b", "a", factor=1.05),
     ]
     similar, factor = paired_differences(load_sweep(make_sweep(tmp_path, {"a": A, "b": B}, checks)))
-    assert similar.band == pytest.approx(0.2 * abs(np.mean(A)))  # the tolerance is relative to the first point
+    assert similar.band == pytest.approx(0.2)  # a claim's bound: the smallest effect, in the metric's units
     assert factor.differences == pytest.approx([math.log(y / x) for x, y in zip(A, B)])
     assert factor.band == pytest.approx(math.log(1.05))
     assert factor.interval == pytest.approx(stats.paired(np.log(A), np.log(B)).interval())

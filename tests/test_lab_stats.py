@@ -6,6 +6,7 @@ contradicted), TOST on noisy and tight arms, and the seed minimum. No training: 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -144,13 +145,12 @@ def test_two_draws_of_one_distribution_are_inconclusive_not_contradicted():
 def test_tost_refuses_equivalence_for_noisy_arms_and_accepts_tight_ones():
     rng = np.random.default_rng(3)
     noisy_a, noisy_b = list(2.0 + rng.normal(0, 0.2, 5)), list(2.0 + rng.normal(0, 0.2, 5))
-    result = outcome_of(noisy_a, noisy_b, "similar", tolerance=0.02)  # bound 0.04 against a spread of 0.2
+    result = outcome_of(noisy_a, noisy_b, "similar", smallest_effect=0.04)  # bound 0.04 against a spread of 0.2
     assert result.outcome == "inconclusive", result.detail
     tight_a, tight_b = list(2.0 + rng.normal(0, 0.002, 5)), list(2.0 + rng.normal(0, 0.002, 5))
-    assert outcome_of(tight_a, tight_b, "similar", tolerance=0.02).outcome == "supported"
+    assert outcome_of(tight_a, tight_b, "similar", smallest_effect=0.04).outcome == "supported"
     far_b = [v + 0.5 for v in tight_b]
-    assert outcome_of(tight_a, far_b, "similar", tolerance=0.02).outcome == "contradicted"
-    # without a tolerance the smallest effect of interest is the bound
+    assert outcome_of(tight_a, far_b, "similar", smallest_effect=0.04).outcome == "contradicted"
     assert outcome_of(tight_a, tight_b, "similar", smallest_effect=0.001).outcome == "inconclusive"
     assert outcome_of(tight_a, tight_b, "similar", smallest_effect=0.05).outcome == "supported"
 
@@ -208,6 +208,11 @@ def test_holm_runs_over_the_claim_checks_and_sanity_checks_stay_apart():
     assert all(decide([r])[0].outcome == "supported" for r in results)
     corrected = decide(results)
     assert all(r.outcome == "inconclusive" for r in corrected) and verdict(corrected) == "inconclusive"
+    # a check no test could decide (a point that did not learn) still counts in the family, with p = 1
+    gated = replace(results[1], p_support=None, p_contradict=None)
+    alone = decide([results[0]])[0].detail.split("Holm ")[1].split(";")[0]
+    counted = decide([results[0], gated])[0].detail.split("Holm ")[1].split(";")[0]
+    assert float(counted) == pytest.approx(2 * float(alone), rel=0.05) and decide([results[0], gated])[1] == gated
 
     sanity = {"name": "exact", "metric": "m", "expect": "below", "threshold": 1.0, "kind": "sanity"}
     samples = {("a",): {"m": {"1": 0.1, "2": 0.2}}}

@@ -33,16 +33,16 @@ How a claim check is decided (zoo/lab/decide/stats.py does the arithmetic):
 - Directional checks: **supported** when the effect is above the boundary (one-sided p < 0.025 after Holm's
   correction, i.e. the interval clears it), **contradicted** when it is below it (the effect is reversed, or smaller
   than worth reporting), **inconclusive** otherwise. `above`/`below` use the threshold itself as the boundary.
-- `similar`: TOST. The bound is `tolerance` x |mean of the first point| when the check states a tolerance, else the
-  smallest effect; supported when the effect is inside (-bound, +bound) by both one-sided tests, contradicted when
-  it is outside on one side.
+- `similar`: TOST. The bound is the smallest effect, the one the question's directional checks on the metric use
+  (a sanity check may state a `tolerance` instead, relative to its first point); supported when the effect is inside
+  (-bound, +bound) by both one-sided tests, contradicted when it is outside on one side.
 - `diff_in_diff`: the effect (a - b) - (c - d) is computed seed by seed over the seeds all four points ran (each
   seed's four runs share its data order, which cancels), and its one-sample t interval is read against the
   smallest effect like any directional check. Non-finite values (a diverged run) leave it inconclusive.
 - Several comparisons in one check (trends, interior optima): supported when all are (the largest p), contradicted
   when any is (the smallest p times their number).
-- Holm's correction runs over the question's claim checks: once over their tests of support, once over their tests
-  of contradiction.
+- Holm's correction runs over the question's declared claim checks, a check no test could decide counting with p = 1:
+  once over their tests of support, once over their tests of contradiction.
 - Inconclusive by construction: a timing measured while the machine was shared (its `<metric>/contended` flag, from
   zoo/lab/measure/timing.py, set on any seed of a point the check compares: the reason names its spread and the limit),
   a point with fewer than MIN_SEEDS seeds, a point not in the run, a job that left no
@@ -168,6 +168,11 @@ def check_config(check: dict, index: int) -> None:
         raise ValueError(f"{where}: paper must be true (the check restates the cited paper's claim) or false")
     if check.get("paper") and check.get("kind") == "sanity":
         raise ValueError(f"{where}: a sanity check tests the implementation, not the paper's claim: drop paper: true")
+    if check.get("tolerance") is not None and check.get("kind", "claim") == "claim":
+        raise ValueError(
+            f"{where}: a claim check's 'similar' is bounded by its smallest effect (smallest_effect, or "
+            "lab.smallest_effect for the metric), the unit its directional checks use; tolerance is for sanity checks"
+        )
     effect = check.get("smallest_effect")
     if effect is not None and (not isinstance(effect, (int, float)) or effect < 0):
         raise ValueError(f"{where}: smallest_effect must be a number >= 0, got {effect!r}")
@@ -241,7 +246,8 @@ def rule_of(check: dict, lab: dict | None = None) -> Rule:
     tolerance = check.get("tolerance")
     return Rule(
         boundary=math.log(check["factor"]) if check.get("factor") is not None else effect,
-        # a stated tolerance is relative to the first point; without one the smallest effect is the bound
+        # a claim's `similar` is bounded by the smallest effect, in the units of the directional checks; a sanity
+        # check's stated tolerance is relative to the first point (parameter counts matched within 0.1%)
         bound=None if tolerance is not None or not effect else effect,
         tolerance=float(tolerance) if tolerance is not None else DEFAULT_TOLERANCE,
         factor=check.get("factor"),
@@ -550,10 +556,14 @@ def _interior(values: list[dict], expect: str, step, rule: Rule) -> tuple[list[S
 
 
 def decide(results: list[CheckResult], alpha: float = stats.ALPHA) -> list[CheckResult]:
-    """Outcomes of the claim checks after Holm's correction within the question; sanity checks stay as they are."""
+    """Outcomes of the claim checks after Holm's correction over the question's whole declared family of claim checks:
+    one that no test could decide (a point that did not learn, a contended timing) counts in it with p = 1, so the
+    family does not shrink with the data. Sanity checks stay as they are."""
+    family = sum(r.kind == "claim" for r in results)
     tested = [i for i, r in enumerate(results) if r.kind == "claim" and r.p_support is not None]
-    support = stats.holm([results[i].p_support for i in tested])
-    contradict = stats.holm([results[i].p_contradict for i in tested])
+    untested = [1.0] * (family - len(tested))
+    support = stats.holm([results[i].p_support for i in tested] + untested)[: len(tested)]
+    contradict = stats.holm([results[i].p_contradict for i in tested] + untested)[: len(tested)]
     decided = list(results)
     for i, ps, pc in zip(tested, support, contradict):
         r = results[i]

@@ -41,7 +41,7 @@ RULE_TEXT = (
     "seed-level paired t: an outcome needs both). A claim check is supported when the effect clears the "
     "smallest effect of interest (the threshold for `above`/`below`; for `similar`, TOST inside the equivalence "
     f"bound), contradicted when it falls short of it, each at a one-sided p < {stats.ALPHA:g} after Holm's correction "
-    f"over the question's claim checks; inconclusive otherwise, and always with fewer than {stats.MIN_SEEDS} seeds "
+    f"over all the question's claim checks (one no test could decide counting with p = 1); inconclusive otherwise, and always with fewer than {stats.MIN_SEEDS} seeds "
     "per point. Sanity checks (of the implementation) must hold on every seed and do not count toward the verdict."
 )
 
@@ -330,7 +330,7 @@ def build_report(sweep: Sweep) -> tuple[str, dict, list[Path]]:
         else:
             result = evaluate(c, samples, checked.points, i, lab, per_example)
             results.append(_left_undecided(result, c, checked, not_learned))
-    results = decide(results)  # Holm's correction over the claim checks that a test could decide
+    results = decide(results)  # Holm's correction over all the claim checks (an undecidable one at p = 1)
     outcome = verdict(results)
     plots = write_plots(sweep, found, checked, tuned)
     csv_path = write_per_seed_csv(sweep, metrics + timing.companions(timed_metrics(sweep, metrics)))
