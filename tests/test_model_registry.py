@@ -12,7 +12,7 @@ from zoo.models import BERT, CNN, GPT, MODEL_TYPES, Transformer, ViT
 
 
 def test_every_model_is_registered_by_its_own_definition():
-    assert MODEL_TYPES == {c.model_type: c for c in (GPT, BERT, ViT, Transformer, CNN, MODEL_TYPES["deep_mlp"])}
+    assert {c.model_type: c for c in (GPT, BERT, ViT, Transformer, CNN, MODEL_TYPES["deep_mlp"])} == MODEL_TYPES
     assert {c.reads for c in MODEL_TYPES.values()} == {"text", "images"}
 
 

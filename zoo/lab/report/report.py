@@ -41,8 +41,8 @@ RULE_TEXT = (
     "seed-level paired t: an outcome needs both). A claim check is supported when the effect clears the "
     "smallest effect of interest (the threshold for `above`/`below`; for `similar`, TOST inside the equivalence "
     f"bound), contradicted when it falls short of it, each at a one-sided p < {stats.ALPHA:g} after Holm's correction "
-    f"over all the question's claim checks (one no test could decide counting with p = 1); inconclusive otherwise, and always with fewer than {stats.MIN_SEEDS} seeds "
-    "per point. Sanity checks (of the implementation) must hold on every seed and do not count toward the verdict."
+    "over all the question's claim checks (one no test could decide counting with p = 1); inconclusive otherwise, "
+    f"and always with fewer than {stats.MIN_SEEDS} seeds per point. Sanity checks (of the implementation) must hold on every seed and do not count toward the verdict."
 )
 
 
