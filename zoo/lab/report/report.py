@@ -42,7 +42,8 @@ RULE_TEXT = (
     "smallest effect of interest (the threshold for `above`/`below`; for `similar`, TOST inside the equivalence "
     f"bound), contradicted when it falls short of it, each at a one-sided p < {stats.ALPHA:g} after Holm's correction "
     "over all the question's claim checks (one no test could decide counting with p = 1); inconclusive otherwise, "
-    f"and always with fewer than {stats.MIN_SEEDS} seeds per point. Sanity checks (of the implementation) must hold on every seed and do not count toward the verdict."
+    f"and always with fewer than {stats.MIN_SEEDS} seeds per point. Sanity checks (of the implementation) must hold "
+    "on every seed and do not count toward the verdict."
 )
 
 
