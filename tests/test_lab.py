@@ -248,11 +248,23 @@ def fit_error_and_gradient_ratio_of_the_mlps(results: list[dict]) -> None:
     assert "probe/grad/first_over_last@init" in plain_10["metrics"] and "probe/grad/l3@init" in plain_10["metrics"]
 
 
+def every_decoding_number_carries_its_timings_flag(results: list[dict]) -> None:
+    """Numbers read off the timed generations (growth with position, first/last tokens, tokens/s) carry the spread
+    and contention flag of the timing they come from: a check never decides on a contended one."""
+    for record in results:
+        for arm in record["arms"]:
+            m = arm["metrics"]
+            for name in ("lab/decode_growth", "lab/decode_ms_first", "lab/decode_ms_last", "lab/decode_tokens_per_sec"):
+                assert m[name + "/contended"] == m["lab/decode_ms_per_token/contended"], name
+                assert m[name + "/spread"] == m["lab/decode_ms_per_token/spread"], name
+
+
 # What a quick run of these questions records besides the report (a table, not branches in the test: the test's
 # source names no dataset, so the `data` marker of tests/conftest.py goes only to the runs that read one).
 QUICK_RUN_CHECKS = {
     "scaling": probes_ran_at_init_and_later_per_layer_and_projection,
     "residual_mnist": fit_error_and_gradient_ratio_of_the_mlps,
+    "decoding": every_decoding_number_carries_its_timings_flag,
 }
 
 

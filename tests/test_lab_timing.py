@@ -198,6 +198,8 @@ def test_a_ratio_of_two_timings_is_contended_when_either_is():
     both = timing.ratio("r", busy, quiet)
     assert both["r"] == pytest.approx(15.0 / 10.0) and both["r/contended"] == 1.0
     assert both["r/spread"] == busy.spread and timing.ratio("r", quiet, quiet)["r/contended"] == 0.0
+    growth = timing.derived("g", 1.7, busy)  # any number read off a contended timing is contended too
+    assert growth == {"g": 1.7, "g/spread": busy.spread, "g/contended": 1.0, "g/spread_limit": busy.limit}
 
 
 def test_bn_vit_times_the_folded_model_and_its_layernorm_twin_in_one_process():

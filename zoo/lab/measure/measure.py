@@ -135,10 +135,11 @@ def decoding(
         decode_rate = new_tokens / whole.median
         metrics = {
             **whole.metrics("lab/decode_ms_per_token", scale=1000 / new_tokens),
-            "lab/decode_ms_first": 1000 * first,
-            "lab/decode_ms_last": 1000 * last,
-            "lab/decode_growth": last / first,
-            "lab/decode_tokens_per_sec": decode_rate,
+            # numbers read off the same generations: contended when their timing was
+            **timing.derived("lab/decode_ms_first", 1000 * first, whole),
+            **timing.derived("lab/decode_ms_last", 1000 * last, whole),
+            **timing.derived("lab/decode_growth", last / first, whole),
+            **timing.derived("lab/decode_tokens_per_sec", decode_rate, whole),
             # tokens/s of training over decoding: per token, a generated token's time over a trained token's
             **timing.ratio("lab/train_over_decode", whole, found["train"]),
         }

@@ -64,15 +64,21 @@ class Timing:
         }
 
 
-def ratio(name: str, a: Timing, b: Timing) -> dict[str, float]:
-    """`name`: a's median over b's, with companions: the larger spread of the two, contended when either is."""
-    worse = max(a, b, key=lambda t: t.spread)
+def derived(name: str, value: float, *sources: Timing) -> dict[str, float]:
+    """`name`: a number computed from timings, with companions: the largest spread of its sources, contended when any
+    of them was (a check never decides on it then)."""
+    worse = max(sources, key=lambda t: t.spread)
     return {
-        name: a.median / b.median,
+        name: value,
         name + SPREAD: worse.spread,
-        name + CONTENDED: float(a.contended or b.contended),
+        name + CONTENDED: float(any(t.contended for t in sources)),
         name + LIMIT: worse.limit,
     }
+
+
+def ratio(name: str, a: Timing, b: Timing) -> dict[str, float]:
+    """`name`: a's median over b's, with companions (derived)."""
+    return derived(name, a.median / b.median, a, b)
 
 
 def rotations(n: int, rounds: int, start: int = 0) -> list[list[int]]:
