@@ -122,4 +122,5 @@ def test_scaled_down_run_reports_a_failing_job_and_leaves_a_sweep_publish_takes(
     assert published.returncode == 0, published.stderr
     text = docs.read_text()
     assert "Incomplete run (2 of 4 jobs left no result" in text and "lab.mode=scaled_down" in text
+    assert "Code: not recorded" not in text.split("<!-- measured:dot_vs_additive -->", 1)[1].splitlines()[0]
     assert (tmp_path / "docs" / "lab" / "dot_vs_additive" / "lab_per_seed.csv").is_file()

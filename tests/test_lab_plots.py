@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from test_lab_integrity import check, docs_with_markers, make_sweep
 
-from zoo.entry.records import run_record
+from zoo.entry.records import code_version, run_record
 from zoo.lab.decide import stats
 from zoo.lab.decide.evidence import arm_summary, paired_differences
 from zoo.lab.decide.sweep import load_sweep
@@ -115,6 +115,11 @@ def test_the_measured_header_says_the_tokens_each_job_saw_beside_job_time_and_ma
     header = text.split("<!-- measured:handmade -->\n", 1)[1].splitlines()[0]
     assert header.startswith("Full run") and " on " in header and " thread" in header  # the machine
     assert "s of job time in all" in header and tokens in header
+    # the code the jobs ran (written by train.py: make_sweep's hand-made jobs say nothing), the config's hash, the
+    # jobs at once and the sweep's wall time
+    assert (
+        "Code: not recorded; config hash " in header and " 1 job(s) at once, " in header and "s of wall time." in header
+    )
 
 
 def test_the_work_of_a_job_from_its_config():
@@ -149,10 +154,9 @@ def test_a_job_records_its_threads():
     class _Trainer:
         callbacks: list = []
 
-    assert run_record(_Trainer(), {"val/loss": 1.5})["metrics"] == {
-        "val/loss": 1.5,
-        "threads": torch.get_num_threads(),
-    }
+    record = run_record(_Trainer(), {"val/loss": 1.5})
+    assert record["metrics"] == {"val/loss": 1.5, "threads": torch.get_num_threads()}
+    assert record["commit"] == code_version() and len(record["commit"].split("+")[0]) >= 12  # a checkout's commit
 
 
 def test_a_difference_in_differences_gets_a_panel_of_its_per_seed_contrasts_and_the_checks_interval(tmp_path):

@@ -1,14 +1,38 @@
 """What a run adds to its result.json beside the optimized metric: every scalar metric it logged, the torch threads
-it ran with, and what its callbacks recorded (a callback with a `result_record()` method returns
+it ran with, the code it ran (`commit`: the git commit of the checkout, `+dirty` when files differ from it; the
+package version outside a checkout), and what its callbacks recorded (a callback with a `result_record()` method returns
 {"metrics": {...}, "series": {...}, "probes": {step: {...}}, "per_example": {...}}; the lab's probes do)."""
 
 from __future__ import annotations
 
 import math
+import subprocess
+from pathlib import Path
 
 import torch
 
 SECTIONS = ("metrics", "series", "probes", "per_example")
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def code_version() -> str:
+    """The commit the code came from (short hash, `+dirty` when tracked files differ), else the package version."""
+    try:
+        git = ["git", "-C", str(_CHECKOUT)]
+        commit = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10)
+        if commit.returncode == 0:
+            changed = subprocess.run(
+                [*git, "status", "--porcelain", "-uno"], capture_output=True, text=True, timeout=10
+            )
+            return commit.stdout.strip() + ("+dirty" if changed.stdout.strip() else "")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"transformer-zoo {version('transformer-zoo')}"
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def scalar_metrics(metrics: dict) -> dict[str, float]:
@@ -41,4 +65,4 @@ def run_record(trainer, metrics: dict) -> dict:
     records = [cb.result_record() for cb in trainer.callbacks if hasattr(cb, "result_record")]
     threads = {"threads": float(torch.get_num_threads())}
     merged = merge_records([{"metrics": {**scalar_metrics(metrics), **threads}}, *records])
-    return {k: merged[k] for k in SECTIONS if k in merged}
+    return {"commit": code_version(), **{k: merged[k] for k in SECTIONS if k in merged}}

@@ -56,6 +56,7 @@ class Job:
     wall_s: float | None
     arms: list[dict] = field(default_factory=list)  # a job of several arms, before load_sweep splits it
     per_example: dict[str, PerExample] = field(default_factory=dict)  # metric -> its per-example record
+    commit: str | None = None  # the code the job ran (zoo.entry.records.code_version)
 
 
 @dataclass
@@ -231,7 +232,8 @@ def _read_job(folder: Path, planned: list[dict[str, str]] | None) -> Job | Unfin
     if not isinstance(arms, list) or not all(isinstance(a, dict) and isinstance(a.get("params"), dict) for a in arms):
         raise ValueError(f"{result}: 'arms' must be a list of {{params, metrics}}; {RERUN}")
     per_example = _per_example(folder, record, metrics)
-    return Job(folder, params, metrics, record.get("series") or {}, _wall_time(folder), arms, per_example)
+    series, commit = record.get("series") or {}, record.get("commit")
+    return Job(folder, params, metrics, series, _wall_time(folder), arms, per_example, commit)
 
 
 def _per_example(folder: Path, record: dict, metrics: dict[str, float]) -> dict[str, PerExample]:
@@ -260,7 +262,8 @@ def _split_arms(job: Job) -> list[Job]:
         params = {**job.params, **{str(k): canonical_value(v) for k, v in arm["params"].items()}}
         metrics = {**job.metrics, **{k: float(v) for k, v in (arm.get("metrics") or {}).items() if _number(v)}}
         series = {**job.series, **(arm.get("series") or {})}
-        split.append(Job(job.directory, params, metrics, series, job.wall_s if i == 0 else None))
+        wall = job.wall_s if i == 0 else None
+        split.append(Job(job.directory, params, metrics, series, wall, commit=job.commit))
     return split
 
 

@@ -50,9 +50,9 @@ def load_results(lab_dir: Path) -> dict[str, dict]:
 def run_text(run: dict) -> str:
     """What kind of run the figures come from, when, on what, and the command that makes it again."""
     line = f"{run['kind']}, {run['date']}, on {run['machine']}: `{run['command']}`."
-    for key in ("commit", "config_hash"):
-        if run.get(key):
-            line += f" {key.replace('_', ' ').capitalize()} `{run[key]}`."
+    if "commit" in run:  # results published before the jobs recorded their commit have none of these
+        line += f" Code: {run['commit']}; config hash {run['config_hash']}; {run['jobs_at_once']} job(s) at once"
+        line += f", {run['sweep_wall_s']} s of wall time." if run.get("sweep_wall_s") is not None else "."
     return f"{line} {run.get('wall', '')}".rstrip()
 
 

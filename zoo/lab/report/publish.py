@@ -8,6 +8,7 @@ writing the page fails)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import re
@@ -17,6 +18,7 @@ from datetime import date
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 from zoo.data.atomic import replacing
 
@@ -66,6 +68,28 @@ def run_facts(sweep: Sweep, name: str) -> dict:
         "machine": machine_line(sweep),
         "command": run_command(sweep, name),
         "wall": wall_line(sweep),
+        **sweep_facts(sweep),
+    }
+
+
+def sweep_facts(sweep: Sweep) -> dict:
+    """The code the jobs ran (their commits), a hash of the sweep's config (multirun.yaml less Hydra's own section:
+    two runs of the same config share it), how many jobs ran at once, and the sweep's wall time (first job's start
+    to last job's result)."""
+    commits = sorted({j.commit for j in sweep.jobs if j.commit})
+    multirun = sweep.directory / "multirun.yaml"
+    config = OmegaConf.load(multirun) if multirun.is_file() else OmegaConf.create()
+    launcher = OmegaConf.select(config, "hydra.launcher", default=None)
+    at_once = OmegaConf.select(launcher, "n_jobs", default=None) if launcher is not None else None
+    config.pop("hydra", None)
+    text = OmegaConf.to_yaml(config, sort_keys=True)
+    starts = [f.stat().st_mtime for d in sweep.job_dirs() if (f := d / ".hydra" / "config.yaml").is_file()]
+    ends = [f.stat().st_mtime for d in sweep.job_dirs() if (f := d / "result.json").is_file()]
+    return {
+        "commit": ", ".join(commits) or "not recorded",
+        "config_hash": hashlib.sha256(text.encode()).hexdigest()[:12],
+        "jobs_at_once": int(at_once) if isinstance(at_once, int) else 1,
+        "sweep_wall_s": round(max(ends) - min(starts)) if starts and ends else None,
     }
 
 
