@@ -447,3 +447,21 @@ def test_n_queries_rejects_cross_attention_and_cache():
     attn = MultiHeadAttention(D, H, cross=True)
     with pytest.raises(ValueError, match="n_queries is for self-attention"):
         attn(torch.randn(B, T, D), torch.randn(B, 3, D), n_queries=1)
+
+
+def test_qk_norm_written_out_backward_matches_autograd_of_rms_norm():
+    from zoo.core.attention import HeadRMSNorm, _RMSNormFunction
+
+    x = torch.randn(3, 2, 5, 8, dtype=torch.float64, requires_grad=True)
+    weight = (torch.rand(8, dtype=torch.float64) + 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, w: _RMSNormFunction.apply(a, w, 1e-6), (x, weight))
+    norm = HeadRMSNorm(8, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.copy_(weight.float())
+    ours, theirs = x.detach().float().requires_grad_(), x.detach().float().requires_grad_()
+    grad = torch.randn(3, 2, 5, 8)
+    norm(ours).backward(grad)
+    reference = torch.nn.functional.rms_norm(theirs, (8,), norm.weight.detach().requires_grad_(), 1e-6)
+    reference.backward(grad)
+    torch.testing.assert_close(ours.grad, theirs.grad)
+    assert norm(ours.detach().bfloat16()).dtype == torch.bfloat16  # computed in float32, returned in the input's dtype

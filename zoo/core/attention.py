@@ -31,12 +31,34 @@ SELF_ATTENTION_POSITIONS = (None, "rope", "alibi")
 QK_NORM_EPS = 1e-6
 
 
+class _RMSNormFunction(torch.autograd.Function):
+    """RMSNorm over the last dimension with its backward written out. Why by hand: on the CPU F.rms_norm is a
+    composite of pow / mean / rsqrt / mul whose autograd backward takes about twice the passes; this one saves
+    x * rsqrt(mean(x^2)) and computes the input's gradient in three (fwd + bwd 0.6-0.8x of F.rms_norm's at QK-norm
+    shapes on a 2-core Xeon, docs/performance.md), the same numbers to float32 rounding."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        inv_rms = torch.rsqrt(x.square().mean(-1, keepdim=True).add_(eps))
+        normed = x * inv_rms
+        ctx.save_for_backward(normed, inv_rms, weight)
+        return normed * weight
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        normed, inv_rms, weight = ctx.saved_tensors
+        grad_weight = (grad * normed).sum(dim=tuple(range(grad.dim() - 1)))
+        scaled = grad * weight
+        grad_x = (scaled - normed * (scaled * normed).mean(-1, keepdim=True)) * inv_rms
+        return grad_x, grad_weight, None
+
+
 class HeadRMSNorm(nn.RMSNorm):
     """RMSNorm over the last (head) dimension, computed in float32 and returned in the input's dtype: under bf16
     autocast q and k arrive in bf16 while the scale is float32, and nn.RMSNorm would warn and take its unfused path."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x.float(), self.normalized_shape, self.weight, self.eps).to(x.dtype)
+        return _RMSNormFunction.apply(x.float(), self.weight, self.eps).to(x.dtype)
 
 
 def check_attention_options(attn_scale="sqrt_dk", attn_score="dot", qk_proj="separate", attn_window=None) -> None:
