@@ -61,6 +61,12 @@ for _variable, _folder in {
 }.items():
     os.environ[_variable] = str(_SESSION_HOME / _folder)
 
+# Under pytest-xdist (`-n 2`) the workers share the cores: each worker's torch, and the scripts it starts, get their
+# share of them instead of one thread per core each (two processes at full width thrash 2 cores).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = _share
+
 # The checkout's user state: what a run of the README's commands writes there, which no test may read or change.
 _SOURCE_CACHES = {".git", ".venv", "venv", ".pytest_cache", ".ruff_cache", "__pycache__"}
 _USER_STATE = {"logs", "data", "outputs", "multirun", "wandb", "lightning_logs"}
