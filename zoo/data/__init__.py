@@ -7,6 +7,7 @@ from .glue import GlueDataModule
 from .images import ImageClassificationDataModule
 from .litdata_stream import LitDataDataModule  # imports LitData only when used (the `litdata` extra)
 from .lm import LanguageModelDataModule
+from .recall import RecallDataModule
 from .sources import DATASETS, DatasetFile, resolve_dataset
 from .token_shards import TokenShardsDataModule
 from .tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
@@ -26,6 +27,7 @@ __all__ = [
     "ImageClassificationDataModule",
     "LanguageModelDataModule",
     "LitDataDataModule",
+    "RecallDataModule",
     "resolve_dataset",
     "tokenizer_from_json",
     "TokenShardsDataModule",

@@ -1,4 +1,7 @@
-"""Causal language modelling (GPT): next-token cross-entropy, perplexity and samples.
+"""Causal language modelling (GPT): next-token cross-entropy, perplexity, next-token accuracy and samples.
+
+Targets of -100 are not scored (the synthetic recall tasks of zoo/data/recall.py score a few positions of each
+sequence): the loss, perplexity and accuracy count the other positions alone.
 
 The network starts from scratch, or from a pretrained GPT (`pretrained`): a Hugging Face GPT-2 directory or a zoo
 checkpoint (.ckpt) of a causal LM, whose architecture, positions and vocabulary win over `net`'s (zoo.tasks.pretrained).
@@ -19,6 +22,8 @@ from zoo.models import GPT, ZooModel
 from .base import ZooTask
 from .pretrained import check_architecture, check_tokenizer, load_pretrained, rebuilt, run_options
 from .text_logging import log_text
+
+IGNORE_INDEX = -100  # F.cross_entropy's and GPT.loss's default: a target that is not scored
 
 PRETRAINED_FORMATS = (
     "a Hugging Face GPT-2 directory (config.json + model.safetensors or pytorch_model.bin) or a zoo checkpoint "
@@ -55,9 +60,9 @@ class CausalLMTask(ZooTask):
         if pretrained is not None:
             net = self._from_pretrained(net, str(pretrained), tokenizer)
         super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
-        self.val_loss = MeanMetric()
-        self.val_ppl = Perplexity()
-        self.test_loss = MeanMetric()
+        self.val_loss, self.val_acc = MeanMetric(), MeanMetric()
+        self.val_ppl = Perplexity(ignore_index=IGNORE_INDEX)
+        self.test_loss, self.test_acc = MeanMetric(), MeanMetric()
 
     @staticmethod
     def _from_pretrained(net: ZooModel, pretrained: str, tokenizer) -> GPT:
@@ -106,30 +111,38 @@ class CausalLMTask(ZooTask):
         return self.net.flops_per_token(idx.shape[1]) * idx.numel()
 
     # ---- evaluation ----------------------------------------------------------------------------------
+    def _score(self, logits: torch.Tensor, targets: torch.Tensor, loss: MeanMetric, acc: MeanMetric) -> None:
+        scored = targets != IGNORE_INDEX
+        loss.update(self._loss(logits, targets), weight=scored.sum())
+        acc.update((logits.argmax(-1) == targets)[scored].float())
+
     def validation_step(self, batch, batch_idx: int) -> None:
         idx, targets = batch
         logits = self(idx)
-        self.val_loss.update(self._loss(logits, targets), weight=targets.numel())
+        self._score(logits, targets, self.val_loss, self.val_acc)
         self.val_ppl.update(logits.float(), targets)
 
     def on_validation_epoch_end(self) -> None:
         loss = self.val_loss.compute()
         self.log("val/loss", loss, prog_bar=True)  # MeanMetric already reduced over ranks
         self.log("val/ppl", self.val_ppl.compute())
-        self.val_loss.reset()
-        self.val_ppl.reset()
+        self.log("val/acc", self.val_acc.compute())
+        for metric in (self.val_loss, self.val_ppl, self.val_acc):
+            metric.reset()
         if not self.trainer.sanity_checking:
             self._log_samples()
 
     def test_step(self, batch, batch_idx: int) -> None:
         idx, targets = batch
-        self.test_loss.update(self._loss(self(idx), targets), weight=targets.numel())
+        self._score(self(idx), targets, self.test_loss, self.test_acc)
 
     def on_test_epoch_end(self) -> None:
         loss = self.test_loss.compute()
         self.log("test/loss", loss)
         self.log("test/ppl", torch.exp(loss))
+        self.log("test/acc", self.test_acc.compute())
         self.test_loss.reset()
+        self.test_acc.reset()
 
     def _log_samples(self) -> None:
         """Every rank samples and rank 0 logs: a sharded network (trainer=fsdp) gathers its weights from all ranks at
