@@ -52,7 +52,7 @@ def test_the_splits_are_fixed_by_split_seed_and_differ_from_each_other():
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        ({"task": "sort"}, "data.task must be one of mqar, copy"),
+        ({"kind": "sort"}, "data.kind must be one of mqar, copy"),
         ({"num_queries": 9}, "0 < data.num_queries <= data.num_pairs <= data.num_keys"),
         ({"num_pairs": 0}, "data.num_pairs must be a positive integer"),
     ],

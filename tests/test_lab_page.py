@@ -43,3 +43,11 @@ def test_a_result_without_its_questions_markers_is_refused():
     results = load_results(DOCS / "lab")
     with pytest.raises(ValueError, match="no '<!-- measured:"):
         render("# Lab\n", results)
+
+
+@pytest.mark.parametrize("text", ['{"question": "heads", "budget": null', '{"question": "heads", "budget": null}'])
+def test_a_damaged_or_incomplete_result_file_is_named_with_how_to_restore_it(tmp_path, text):
+    (tmp_path / "heads").mkdir()
+    (tmp_path / "heads" / RESULT).write_text(text)
+    with pytest.raises(ValueError, match=r"heads/result.json: not a published result .*restore it from git"):
+        load_results(tmp_path)

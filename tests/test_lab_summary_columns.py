@@ -33,16 +33,13 @@ def facts(*checks: dict, did_not_learn=(), outcome: str = "supported", budget: s
     ],
 )
 def test_agreement_with_the_paper_is_read_from_the_checks_that_restate_it(checks, reads):
-    assert paper_cell("handmade", facts(*checks)).startswith(reads)
+    assert paper_cell(facts(*checks)).startswith(reads)
 
 
-def test_a_stamp_without_marks_takes_them_from_the_questions_config_by_check_name():
-    # heads marks both of its claim checks paper: true (Vaswani et al. Table 3 rows A); its stamp predates the marks
-    names = ["one head is worse than four heads of d_k 32", "U shape (the best head count is neither 1 nor 16)"]
-    published = facts(claim(names[0], "supported"), claim(names[1], "contradicted"))
-    assert paper_cell("heads", published) == "disagrees (1 supported, 1 contradicted of 2)"
-    assert paper_cell("no_such_question", published) == "not recorded"  # nothing says which checks restate it
-    assert paper_cell("heads", {"outcome": "supported"}) == "not recorded"  # a stamp without its checks' outcomes
+def test_a_result_without_marked_checks_says_none_restates_the_paper_and_one_without_checks_is_not_recorded():
+    unmarked = facts(claim("one head is worse than four heads of d_k 32", "supported"))  # no `paper` key
+    assert paper_cell(unmarked) == "no check restates it"
+    assert paper_cell({"outcome": "supported"}) == "not recorded"  # a result without its checks' outcomes
 
 
 def test_limited_by_scale_when_an_arm_did_not_learn_or_the_outcome_moves_with_the_budget():
@@ -94,7 +91,7 @@ def test_the_report_stamps_which_claim_checks_restate_the_paper(tmp_path):
     path, _, _ = write_report(make_sweep(tmp_path / "sweep", values, checks))
     published = json.loads((path.parent / DECISION_JSON).read_text())
     assert [(c["name"], c["paper"]) for c in published["claim_checks"]] == [("a < b", True), ("a < c", False)]
-    assert paper_cell("handmade", published) == "agrees (1 supported of 1)"
+    assert paper_cell(published) == "agrees (1 supported of 1)"
 
 
 @pytest.mark.parametrize(

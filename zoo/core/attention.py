@@ -34,8 +34,8 @@ QK_NORM_EPS = 1e-6
 class _RMSNormFunction(torch.autograd.Function):
     """RMSNorm over the last dimension with its backward written out. Why by hand: on the CPU F.rms_norm is a
     composite of pow / mean / rsqrt / mul whose autograd backward takes about twice the passes; this one saves
-    x * rsqrt(mean(x^2)) and computes the input's gradient in three (fwd + bwd 0.6-0.8x of F.rms_norm's at QK-norm
-    shapes on a 2-core Xeon, docs/performance.md), the same numbers to float32 rounding."""
+    x * rsqrt(mean(x^2)) and computes the input's gradient in three, the same numbers to float32 rounding (measured
+    faster at QK-norm shapes: docs/performance.md)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

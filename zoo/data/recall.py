@@ -22,14 +22,14 @@ from torch.utils.data import Dataset, TensorDataset
 
 from .base import ZooDataModule
 
-TASKS = ("mqar", "copy")
+KINDS = ("mqar", "copy")
 IGNORE = -100
 
 
-def draw(task: str, n: int, *, num_pairs: int, num_queries: int, num_keys: int, num_values: int, seed: int):
+def draw(kind: str, n: int, *, num_pairs: int, num_queries: int, num_keys: int, num_values: int, seed: int):
     """`n` examples: (tokens (n, length), targets (n, length)) with targets IGNORE where nothing is scored."""
     g = torch.Generator().manual_seed(seed)
-    if task == "copy":
+    if kind == "copy":
         half = torch.randint(0, num_keys + num_values, (n, num_pairs), generator=g)
         tokens = torch.cat([half, half], dim=1)
         targets = torch.full_like(tokens, IGNORE)
@@ -57,7 +57,7 @@ class RecallDataModule(ZooDataModule):
 
     def __init__(
         self,
-        task: str = "mqar",
+        kind: str = "mqar",
         num_pairs: int = 16,
         num_queries: int = 16,
         num_keys: int = 64,
@@ -70,14 +70,14 @@ class RecallDataModule(ZooDataModule):
         **shared,
     ) -> None:
         super().__init__(**shared)
-        if task not in TASKS:
-            raise ValueError(f"data.task must be one of {', '.join(TASKS)}, got {task!r}")
+        if kind not in KINDS:
+            raise ValueError(f"data.kind must be one of {', '.join(KINDS)}, got {kind!r}")
         sizes = {"num_pairs": num_pairs, "num_keys": num_keys, "num_values": num_values, "batch_size": batch_size}
         sizes |= {"num_train": num_train, "num_val": num_val, "num_test": num_test}
         for name, value in sizes.items():
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"data.{name} must be a positive integer, got {value!r}")
-        if task == "mqar" and not 0 < num_queries <= num_pairs <= num_keys:
+        if kind == "mqar" and not 0 < num_queries <= num_pairs <= num_keys:
             raise ValueError(
                 f"mqar needs 0 < data.num_queries <= data.num_pairs <= data.num_keys (the keys of a sequence are "
                 f"distinct and each query asks one of them), got {num_queries}, {num_pairs}, {num_keys}"
@@ -87,7 +87,7 @@ class RecallDataModule(ZooDataModule):
     @property
     def block_size(self) -> int:
         hp = self.hparams
-        return 2 * hp.num_pairs + (2 * hp.num_queries if hp.task == "mqar" else 0)
+        return 2 * hp.num_pairs + (2 * hp.num_queries if hp.kind == "mqar" else 0)
 
     @property
     def model_fields(self) -> dict:
@@ -100,7 +100,7 @@ class RecallDataModule(ZooDataModule):
         sizes = {"train": hp.num_train, "val": hp.num_val, "test": hp.num_test}
         for i, (split, n) in enumerate(sizes.items()):
             tokens, targets = draw(
-                hp.task,
+                hp.kind,
                 n,
                 num_pairs=hp.num_pairs,
                 num_queries=hp.num_queries,

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
 from torchmetrics.text import Perplexity
 
 from zoo.models import GPT, ZooModel
@@ -60,9 +61,12 @@ class CausalLMTask(ZooTask):
         if pretrained is not None:
             net = self._from_pretrained(net, str(pretrained), tokenizer)
         super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
-        self.val_loss, self.val_acc = MeanMetric(), MeanMetric()
+        vocab = self.net.config.vocab_size
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_ppl = Perplexity(ignore_index=IGNORE_INDEX)
-        self.test_loss, self.test_acc = MeanMetric(), MeanMetric()
+        self.val_acc, self.test_acc = (
+            MulticlassAccuracy(vocab, average="micro", ignore_index=IGNORE_INDEX) for _ in range(2)
+        )
 
     @staticmethod
     def _from_pretrained(net: ZooModel, pretrained: str, tokenizer) -> GPT:
@@ -111,10 +115,9 @@ class CausalLMTask(ZooTask):
         return self.net.flops_per_token(idx.shape[1]) * idx.numel()
 
     # ---- evaluation ----------------------------------------------------------------------------------
-    def _score(self, logits: torch.Tensor, targets: torch.Tensor, loss: MeanMetric, acc: MeanMetric) -> None:
-        scored = targets != IGNORE_INDEX
-        loss.update(self._loss(logits, targets), weight=scored.sum())
-        acc.update((logits.argmax(-1) == targets)[scored].float())
+    def _score(self, logits: torch.Tensor, targets: torch.Tensor, loss: MeanMetric, acc: MulticlassAccuracy) -> None:
+        loss.update(self._loss(logits, targets), weight=(targets != IGNORE_INDEX).sum())
+        acc.update(logits.argmax(-1), targets)
 
     def validation_step(self, batch, batch_idx: int) -> None:
         idx, targets = batch

@@ -37,10 +37,18 @@ def load_results(lab_dir: Path) -> dict[str, dict]:
     """'<name>' or '<name>@<budget>' -> the published result, from docs/lab/*/result.json."""
     results = {}
     for path in sorted(Path(lab_dir).glob(f"*/{RESULT}")):
-        result = json.loads(path.read_text())
-        result["folder"] = path.parent.name
-        key = result["question"] + (f"@{result['budget']}" if result.get("budget") else "")
-        results[key] = result
+        try:
+            result = json.loads(path.read_text())
+            missing = [f for f in ("question", "budget", "run", "facts", "files", "report") if f not in result]
+        except (json.JSONDecodeError, TypeError) as err:
+            missing = [str(err)]
+        if missing:
+            raise ValueError(
+                f"{path}: not a published result (lacks or cannot read {missing[0]}); restore it from git or publish "
+                "its sweep again"
+            )
+        key = result["question"] + (f"@{result['budget']}" if result["budget"] else "")
+        results[key] = {**result, "folder": path.parent.name}
     return results
 
 
@@ -184,26 +192,17 @@ def _title(name: str) -> str:
     return question(name).get("title", name) if name in question_names() else name
 
 
-def paper_checks(name: str, facts: dict) -> list[dict] | None:
-    """The claim checks that restate the cited paper's claim: those the result marks (`paper`), or, for a result
-    written before checks were marked, those the question's config marks now, matched by name. None when neither
-    says which they are."""
+def paper_checks(facts: dict) -> list[dict] | None:
+    """The claim checks the result marks as restating the cited paper's claim (`paper`); None without checks."""
     checks = facts.get("claim_checks")
     if checks is None:
         return None
-    if any("paper" in c for c in checks):
-        return [c for c in checks if c.get("paper")]
-    from ..questions.configs import question, question_names
-
-    if name not in question_names():
-        return None
-    marked = {c.get("name") for c in question(name).get("checks") or [] if isinstance(c, dict) and c.get("paper")}
-    return [c for c in checks if c["name"] in marked]
+    return [c for c in checks if c.get("paper")]
 
 
-def paper_cell(name: str, facts: dict) -> str:
+def paper_cell(facts: dict) -> str:
     """agrees (every check that restates the paper supported), disagrees (one contradicted), not decided (otherwise)."""
-    checks = paper_checks(name, facts)
+    checks = paper_checks(facts)
     if checks is None:
         return "not recorded"
     if not checks:
@@ -260,7 +259,7 @@ def summary_row(name: str, results: dict[str, dict]) -> dict[str, str]:
         row["did not learn"] = "no reference"
     if facts.get("job_time_s") is not None:
         row["jobs"] = f"{facts['jobs']} jobs, {facts['job_time_s']} s"
-    row["paper"] = paper_cell(name, facts)
+    row["paper"] = paper_cell(facts)
     row["scale"] = scale_cell(facts, columns)
     row["run"] = f"{re.match(r'Full run|Run with overrides|Incomplete run', run['kind']).group(0)}, {run['date']}"
     if columns:  # the outcome as the models train longer, from the question's outcome-against-budget table
