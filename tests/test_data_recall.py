@@ -78,3 +78,19 @@ def test_a_small_gpt_learns_the_induction_task_far_above_chance(tmp_path):
     chance = 1 / 128
     assert run.value == metrics["val/acc"] > 50 * chance, metrics  # copied from the first half, not counted
     assert metrics["test/acc"] > 50 * chance and metrics["val/ppl"] < 128
+
+
+def test_with_a_gap_the_copies_stand_at_a_distance_that_varies_and_the_second_ends_the_sequence():
+    tokens, targets = draw("copy", 200, **SIZES, seed=3, gap=6)
+    assert tokens.shape == (200, 2 * 8 + 6)
+    copy = tokens[:, -8:]
+    starts = set()
+    for row, second in zip(tokens.tolist(), copy.tolist()):
+        found = [s for s in range(7) if row[s : s + 8] == second]
+        assert found, "the first copy stands within the gap's reach"
+        starts.add(found[0])
+    assert starts == set(range(7))  # every distance from 8 to 14 occurs: no fixed offset finds the copy
+    assert torch.equal(targets[:, 14:21], tokens[:, 15:22]) and (targets[:, :14] == IGNORE).all()
+    assert RecallDataModule(**SIZES, kind="copy", gap=6).model_fields["block_size"] == 22
+    with pytest.raises(ValueError, match="data.gap must be a whole number >= 0, and 0 unless data.kind=copy"):
+        RecallDataModule(**SIZES, gap=4)  # mqar

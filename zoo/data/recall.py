@@ -6,7 +6,10 @@ given earlier in the same sequence, at a place only attention can find, and nowh
   after each queried key. Chance: 1 / num_values.
 - `copy`, induction (Olsson et al. 2022): a random sequence of `num_pairs` tokens, then the same sequence again. Scored:
   every token of the second copy after its first (the first token cannot be told from what precedes it). Chance:
-  1 / vocabulary.
+  1 / vocabulary. With `gap` > 0, `gap` random tokens are split at random between before the first copy and between
+  the copies, so the distance between them varies from sequence to sequence: no head that attends a fixed offset
+  back can copy, only one that finds the earlier occurrence of the current token and reads what followed it (an
+  induction head, which takes two layers of attention).
 
 Keys are ids [0, num_keys), values [num_keys, num_keys + num_values); `copy` draws from all of them. A batch is
 (tokens, targets), as the character LM's: `targets` holds the token each position must predict, -100 where nothing is
@@ -26,14 +29,21 @@ KINDS = ("mqar", "copy")
 IGNORE = -100
 
 
-def draw(kind: str, n: int, *, num_pairs: int, num_queries: int, num_keys: int, num_values: int, seed: int):
+def draw(
+    kind: str, n: int, *, num_pairs: int, num_queries: int, num_keys: int, num_values: int, seed: int, gap: int = 0
+):
     """`n` examples: (tokens (n, length), targets (n, length)) with targets IGNORE where nothing is scored."""
     g = torch.Generator().manual_seed(seed)
     if kind == "copy":
-        half = torch.randint(0, num_keys + num_values, (n, num_pairs), generator=g)
-        tokens = torch.cat([half, half], dim=1)
+        vocab, length = num_keys + num_values, 2 * num_pairs + gap
+        half = torch.randint(0, vocab, (n, num_pairs), generator=g)
+        tokens = torch.randint(0, vocab, (n, length), generator=g)  # the gap's random tokens
+        start = torch.randint(0, gap + 1, (n, 1), generator=g)  # where the first copy begins
+        first = start + torch.arange(num_pairs)
+        tokens.scatter_(1, first, half)
+        tokens[:, num_pairs + gap :] = half  # the second copy ends the sequence
         targets = torch.full_like(tokens, IGNORE)
-        targets[:, num_pairs : 2 * num_pairs - 1] = tokens[:, num_pairs + 1 :]  # each next token of the copy
+        targets[:, num_pairs + gap : length - 1] = tokens[:, num_pairs + gap + 1 :]  # each next token of the copy
         return tokens, targets
     keys = torch.rand(n, num_keys, generator=g).argsort(dim=1)[:, :num_pairs]  # distinct keys per sequence
     values = torch.randint(num_keys, num_keys + num_values, (n, num_pairs), generator=g)
@@ -62,6 +72,7 @@ class RecallDataModule(ZooDataModule):
         num_queries: int = 16,
         num_keys: int = 64,
         num_values: int = 64,
+        gap: int = 0,
         num_train: int = 20000,
         num_val: int = 1000,
         num_test: int = 1000,
@@ -77,6 +88,8 @@ class RecallDataModule(ZooDataModule):
         for name, value in sizes.items():
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"data.{name} must be a positive integer, got {value!r}")
+        if not isinstance(gap, int) or gap < 0 or (gap and kind != "copy"):
+            raise ValueError(f"data.gap must be a whole number >= 0, and 0 unless data.kind=copy; got {gap!r}")
         if kind == "mqar" and not 0 < num_queries <= num_pairs <= num_keys:
             raise ValueError(
                 f"mqar needs 0 < data.num_queries <= data.num_pairs <= data.num_keys (the keys of a sequence are "
@@ -87,7 +100,7 @@ class RecallDataModule(ZooDataModule):
     @property
     def block_size(self) -> int:
         hp = self.hparams
-        return 2 * hp.num_pairs + (2 * hp.num_queries if hp.kind == "mqar" else 0)
+        return 2 * hp.num_pairs + (2 * hp.num_queries if hp.kind == "mqar" else hp.gap)
 
     @property
     def model_fields(self) -> dict:
@@ -106,6 +119,7 @@ class RecallDataModule(ZooDataModule):
                 num_queries=hp.num_queries,
                 num_keys=hp.num_keys,
                 num_values=hp.num_values,
+                gap=hp.gap,
                 seed=hp.split_seed * len(sizes) + i,  # a stream of its own per split
             )
             self._splits[split] = TensorDataset(tokens, targets)
