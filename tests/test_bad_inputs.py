@@ -318,7 +318,7 @@ def test_a_type_error_is_the_users_only_where_zoo_or_the_config_raised_it():
     from hydra.utils import instantiate
 
     from zoo.callbacks.throughput_monitor import ZooThroughputMonitor
-    from zoo.data.batching import per_device_batch_size
+    from zoo.data.base import per_device_batch_size
     from zoo.models.bert import BERTConfig
 
     with pytest.raises(TypeError) as raised:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from zoo.data import BPETokenizer, CharTokenizer, DatasetFile, LanguageModelDataModule, tokenizer_from_json
-from zoo.data.sources import download, resolve_dataset
+from zoo.data.sources import fetch, resolve_dataset
 from zoo.data.windows import DisjointWindows, RandomWindows
 
 
@@ -153,10 +153,10 @@ def test_download_checks_sha256(tmp_path, local_server, shakespeare_path):
     (tmp_path / "input.txt").write_bytes(payload)
     good = DatasetFile("x/input.txt", f"{local_server}/input.txt", hashlib.sha256(payload).hexdigest())
     target = tmp_path / "out" / "input.txt"
-    download(good, target)
+    fetch(good.url, good.sha256, target)
     assert target.read_bytes() == payload
     bad = DatasetFile("x/input.txt", f"{local_server}/input.txt", "0" * 64)
     other = tmp_path / "out2" / "input.txt"
     with pytest.raises(ValueError, match="sha256"):
-        download(bad, other)
+        fetch(bad.url, bad.sha256, other)
     assert not other.exists() and not any(other.parent.iterdir())

@@ -191,7 +191,7 @@ def test_global_token_budget_is_split_over_devices(multi30k):
     multi30k.trainer = SimpleNamespace(world_size=2, accumulate_grad_batches=2)
     try:
         multi30k.setup("fit")
-        assert multi30k.per_device_max_tokens == 256
+        assert multi30k.per_device_batch_size == 256
         multi30k.trainer = SimpleNamespace(world_size=3, accumulate_grad_batches=1)
         with pytest.raises(ValueError, match="not divisible by world_size 3"):
             multi30k.setup("fit")

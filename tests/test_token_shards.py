@@ -50,7 +50,7 @@ def test_the_counter_shuffle_shares_an_epoch_between_ranks_and_resumes_at_any_po
     second = list(ranks[0])
     assert second != firsts[0]
     resumed = CounterShuffle(data, seed=3, rank=0, world_size=2)
-    resumed.set_position(len(firsts[0]) + 123)
+    resumed.set_step(len(firsts[0]) + 123, batch_size=1)
     assert list(resumed) == second[123:]
 
 

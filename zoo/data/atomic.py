@@ -10,17 +10,15 @@ from pathlib import Path
 
 
 def temp_beside(path: Path) -> Path:
-    """The private file a write of `path` goes to first: hidden, beside it (same file system, so the rename is
-    atomic), named after the writing process, with `path`'s suffix (np.save and np.savez add theirs otherwise)."""
+    """The private file a write of `path` goes to first: beside it (so the rename is atomic), named after the
+    process, with `path`'s suffix (np.save and np.savez add theirs otherwise)."""
     return path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
 
 
 @contextmanager
 def replacing(path: Path, *, temp: Path | None = None, durable: bool = False) -> Iterator[Path]:
-    """Yield a temporary path to write; when the block ends, it replaces `path` in one rename. Concurrent writers
-    (DDP ranks building the same cache) each write their own file. A block that raises leaves `path` as it was and
-    no temporary file. `durable`: fsync the file and its directory, so the new file survives a power cut (the
-    checkpoints)."""
+    """Yield a temporary path to write; when the block ends, it replaces `path` in one rename. A block that raises
+    leaves `path` as it was and no temporary file. `durable`: fsync the file and its directory (checkpoints)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp or temp_beside(path)

@@ -1,8 +1,5 @@
-"""The batch shapes the DataModules serve, and their padding.
-
-One contract for every task: a batch unpacks as `inputs, targets = batch`. Language-model windows and images are
-that pair (a tuple); batches with more parts are dataclasses with named fields (Lightning moves each tensor field
-to the device) that unpack the same way.
+"""The batch dataclasses the DataModules serve (Lightning moves each tensor field to the device), and their padding.
+Like the (inputs, targets) tuples of language-model windows and images, they unpack as `inputs, targets = batch`.
 """
 
 from __future__ import annotations
@@ -18,10 +15,7 @@ PAD_TO = ("max_length", "longest")
 class EncoderBatch:
     """input_ids, token_type_ids, attention_mask: (B, T); attention_mask is 1 for real tokens, 0 for padding.
     labels: MLM targets (B, T) with -100 where nothing is predicted, or class labels (B,) for classification.
-    nsp_labels: (B,) 0 = B follows A, 1 = B is random (pretraining only).
-
-    A dataclass, so Lightning moves every field to the device; it also unpacks as `inputs, targets = batch`
-    like the language-model batches."""
+    nsp_labels: (B,) 0 = B follows A, 1 = B is random (pretraining only)."""
 
     input_ids: torch.Tensor
     token_type_ids: torch.Tensor
@@ -37,8 +31,7 @@ class EncoderBatch:
 class TranslationBatch:
     """src, src_mask: (B, S) source ids and 1 for real tokens; tgt_in: (B, T) BOS + target (decoder inputs);
     labels: (B, T) target + EOS, padded with the pad id (which the loss ignores).
-    src_text, ref_text: the raw sentences (evaluation only: BLEU references and logged examples).
-    Unpacks as `inputs, targets = batch` (src, labels)."""
+    src_text, ref_text: the raw sentences (evaluation only: BLEU references and logged examples)."""
 
     src: torch.Tensor
     src_mask: torch.Tensor
@@ -58,6 +51,14 @@ def pad_sequences(rows: list[list[int]], length: int, value: int) -> torch.Tenso
     return out
 
 
-def padded_length(rows: list[list[int]], pad_to: str, block_size: int) -> int:
-    """ "max_length": always block_size (fixed shapes); "longest": the longest row (less compute on short text)."""
-    return block_size if pad_to == "max_length" else max(len(r) for r in rows)
+def pad_encoder_items(items: list[dict], pad_id: int, pad_to: str, block_size: int) -> tuple[torch.Tensor, ...]:
+    """(input_ids, token_type_ids, attention_mask, padded length) of items with input_ids and token_type_ids, padded
+    to block_size (pad_to="max_length": fixed shapes) or to the longest row ("longest": less compute)."""
+    rows = [it["input_ids"] for it in items]
+    length = block_size if pad_to == "max_length" else max(len(r) for r in rows)
+    return (
+        pad_sequences(rows, length, pad_id),
+        pad_sequences([it["token_type_ids"] for it in items], length, 0),
+        pad_sequences([[1] * len(r) for r in rows], length, 0),
+        length,
+    )

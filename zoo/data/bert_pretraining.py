@@ -4,13 +4,13 @@ The pair recipe is the original one (create_pretraining_data.py of google-resear
 accumulate into a chunk of about block_size tokens (sometimes shorter, `short_seq_prob`); a random cut makes A;
 half the time B is the rest of the chunk (label 0), otherwise B is drawn from another document (label 1) and the
 chunk's unused sentences are put back for the next pair. One deviation: a one-sentence chunk that should get its
-true continuation borrows the next sentence instead of forcing a random B. Each pass over the corpus
-(`dupe_factor` of them) draws new pairs. Masking happens per batch, so every epoch sees new masks; validation
-masks are drawn once (fixed seed) so that validation numbers are comparable across evaluations.
+true continuation borrows the next sentence instead of forcing a random B. Each of the `dupe_factor` passes draws
+new pairs. Training masks are drawn per batch; validation masks once, so that validation numbers are comparable.
 
-The pairs of every pass are made once, at prepare time, by one process (zoo/data/prepare_lock.py), and stored in
-the cache keyed by the text, the tokenizer and every setting that decides them (zoo/data/stored_pairs.py); each
-rank and each start memory-maps them instead of rebuilding them.
+The pairs are made once, by one process (zoo/data/prepare_lock.py), and stored in the cache keyed by the text, the
+tokenizer and every setting that decides them, as memory-mapped flat arrays: `<split>.ids.npy`, every pair's
+[CLS] A [SEP] B [SEP] one after another, `<split>.index.npy`, one row per pair (start, length, length of segment 0,
+NSP label), and for validation pairs, masked once, `<split>.labels.npy` (the MLM targets).
 """
 
 from __future__ import annotations
@@ -23,24 +23,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .atomic import atomic_write
+from .atomic import atomic_write, replacing
 from .base import ZooDataModule
-from .batches import PAD_TO, EncoderBatch, pad_sequences, padded_length
+from .batches import PAD_TO, EncoderBatch, pad_encoder_items, pad_sequences
 from .prepare_lock import prepare_once
-from .stored_pairs import PairWriter, StoredPairs
 from .text import read_text_file
-from .wordpiece import TRAINING_REVISION, WordPieceTokenizer
+from .wordpiece import WordPieceTokenizer, cached_wordpiece
 
 DOCUMENT_FORMATS = ("blank_lines", "wikitext")
-# Part of the stored pairs' cache key: raise it when the pair recipe changes, so that pairs made by an earlier
-# recipe are never read as this one's.
+# Part of the stored pairs' cache key: raise it when the pair recipe changes.
 PAIRS_REVISION = 1
 
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or opening quote/bracket.
-# Good enough for Wikipedia prose; "H. americanus" (lower case after) stays one sentence.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _WIKITEXT_TITLE = re.compile(r"^ ?= [^=].* = ?$")  # " = Title = " starts an article; " = = Section = = " does not
 _WIKITEXT_HEADING = re.compile(r"^ ?(= )+.*( =)+ ?$")
@@ -53,8 +51,6 @@ def split_sentences(text: str) -> list[str]:
 def read_documents(text: str, document_format: str) -> list[list[str]]:
     """Documents as lists of sentences. "blank_lines": blank lines separate documents (BERT's input format);
     "wikitext": a ` = Title = ` line starts an article, section headings are dropped, blank lines are not breaks."""
-    if document_format not in DOCUMENT_FORMATS:
-        raise ValueError(f"unknown document_format '{document_format}'; choose one of {', '.join(DOCUMENT_FORMATS)}")
     documents: list[list[str]] = [[]]
     for line in text.splitlines():
         if document_format == "wikitext":
@@ -104,9 +100,7 @@ def make_nsp_pairs(
             f"next-sentence pairs need at least 2 documents, the corpus has {len(documents)}; "
             "separate documents with blank lines (or use document_format=wikitext)"
         )
-    max_tokens = max_seq_length - 3
-    if max_tokens < 2:
-        raise ValueError(f"block_size={max_seq_length} is too short for [CLS] A [SEP] B [SEP]")
+    max_tokens = max_seq_length - 3  # >= 2: block_size >= 5
     pairs: list[NSPPair] = []
     for doc_index, document in enumerate(documents):
         target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
@@ -119,8 +113,7 @@ def make_nsp_pairs(
             if i == len(document) - 1 or length >= target:
                 is_random = rng.random() < random_next_prob
                 if not is_random and len(chunk) == 1 and i + 1 < len(document):
-                    # A one-sentence chunk has no B of its own: borrow the next sentence rather than forcing a
-                    # random B as the original script does, which skews the labels towards "random".
+                    # Borrow the next sentence rather than force a random B, which skews the labels to "random".
                     i += 1
                     chunk.append(document[i])
                 a_end = 1 if len(chunk) < 2 else rng.randint(1, len(chunk) - 1)
@@ -160,7 +153,7 @@ def mask_tokens(
     """BERT's masking. In each row, round(mlm_probability x the maskable tokens) of them (at least one) are
     chosen; of those 80% become [MASK], 10% a random token from `replacement_ids`, 10% stay. Returns (inputs,
     labels) with labels = the original id where chosen and -100 elsewhere. `maskable` is False on special
-    tokens and padding. The draws are made on the ids' device (a `generator`, if given, must be there too)."""
+    tokens and padding. The draws are made on the ids' device (as is `generator`)."""
     maskable = maskable.to(torch.bool)
     count = maskable.sum(dim=1)
     k = torch.minimum((count.float() * mlm_probability).round().long().clamp(min=1), count)
@@ -202,19 +195,78 @@ class PretrainingCollator:
         )
 
     def __call__(self, items: list[dict]) -> EncoderBatch:
-        length = padded_length([it["input_ids"] for it in items], self.pad_to, self.block_size)
-        input_ids = pad_sequences([it["input_ids"] for it in items], length, self.pad_id)
+        input_ids, token_type_ids, attention_mask, length = pad_encoder_items(
+            items, self.pad_id, self.pad_to, self.block_size
+        )
         if "labels" in items[0]:
             labels = pad_sequences([it["labels"] for it in items], length, -100)
         else:
             input_ids, labels = self.mask(input_ids)
-        return EncoderBatch(
-            input_ids=input_ids,
-            token_type_ids=pad_sequences([it["token_type_ids"] for it in items], length, 0),
-            attention_mask=pad_sequences([[1] * len(it["input_ids"]) for it in items], length, 0),
-            labels=labels,
-            nsp_labels=torch.tensor([it["nsp_label"] for it in items], dtype=torch.long),
-        )
+        nsp_labels = torch.tensor([it["nsp_label"] for it in items], dtype=torch.long)
+        return EncoderBatch(input_ids, token_type_ids, attention_mask, labels, nsp_labels)
+
+
+class PairWriter:
+    """Collects the pairs of one split (a pass at a time: the token arrays are compact, the items are not)."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self.dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
+        self.ids: list[np.ndarray] = []
+        self.labels: list[np.ndarray] = []
+        self.rows: list[tuple[int, int, int, int]] = []
+        self.tokens = 0
+
+    def add(self, items: list[dict]) -> None:
+        for item in items:
+            length = len(item["input_ids"])
+            first_segment = length - sum(item["token_type_ids"])
+            self.rows.append((self.tokens, length, first_segment, item["nsp_label"]))
+            self.ids.append(np.asarray(item["input_ids"], dtype=self.dtype))
+            if "labels" in item:
+                self.labels.append(np.asarray(item["labels"], dtype=np.int32))
+            self.tokens += length
+
+    def write(self, folder: Path, split: str) -> int:
+        if not self.rows:
+            raise ValueError(f"the {split} split makes no sentence pairs; give it more text")
+        _save(folder / f"{split}.ids.npy", np.concatenate(self.ids))
+        _save(folder / f"{split}.index.npy", np.asarray(self.rows, dtype=np.int64))
+        if self.labels:
+            _save(folder / f"{split}.labels.npy", np.concatenate(self.labels))
+        return len(self.rows)
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    with replacing(path) as tmp:
+        np.save(tmp, array)
+
+
+class StoredPairs(Dataset):
+    """The pairs of one split, memory-mapped; an item is what the pretraining collator takes."""
+
+    def __init__(self, folder: Path, split: str) -> None:
+        self.ids = np.load(folder / f"{split}.ids.npy", mmap_mode="r")
+        self.index = np.load(folder / f"{split}.index.npy", mmap_mode="r")
+        labels = folder / f"{split}.labels.npy"
+        self.labels = np.load(labels, mmap_mode="r") if labels.is_file() else None
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def nsp_labels(self) -> np.ndarray:
+        return np.asarray(self.index[:, 3])
+
+    def __getitem__(self, i: int) -> dict:
+        start, length, first_segment, nsp_label = (int(v) for v in self.index[i])
+        item = {
+            "input_ids": self.ids[start : start + length].astype(np.int64).tolist(),
+            "token_type_ids": [0] * first_segment + [1] * (length - first_segment),
+            "nsp_label": nsp_label,
+        }
+        if self.labels is not None:
+            item["labels"] = self.labels[start : start + length].astype(np.int64).tolist()
+        return item
 
 
 class PairDataset(Dataset):
@@ -233,11 +285,8 @@ class BertPretrainingDataModule(ZooDataModule):
 
     Files are `train_files` / `val_files`, relative to the data folder unless absolute; without `val_files` the
     last `val_fraction` of the training documents is held out. `dataset` names a registered dataset whose files
-    must be present (or downloaded with download=true) before they are read. The WordPiece vocabulary is trained
-    on the training documents and cached, unless `vocab_file` gives a BERT vocab.txt.
-
-    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
-    The test split is the validation split.
+    are fetched or checked first. The WordPiece vocabulary is trained on the training documents and cached, unless
+    `vocab_file` gives a BERT vocab.txt. The test split is the validation split.
     """
 
     task, description = "mlm_nsp", "an MLM+NSP pretraining dataset"
@@ -288,17 +337,12 @@ class BertPretrainingDataModule(ZooDataModule):
         self._datasets: dict[str, StoredPairs] = {}
         self._digests: dict[tuple[Path, ...], str] = {}
 
-    # ---- files, documents, tokenizer ---------------------------------------------------------------------
-    def _path(self, name: str) -> Path:
-        path = Path(name)
-        return path if path.is_absolute() else self.data_dir / path
-
     def _files(self) -> tuple[list[Path], list[Path] | None]:
         hp = self.hparams
         if hp.dataset is not None:
             self.dataset_files(hp.dataset)  # fetched (or checked) before the files are read
-        train = [self._path(p) for p in hp.train_files]
-        val = [self._path(p) for p in hp.val_files] if hp.val_files else None
+        train = [self.data_dir / p for p in hp.train_files]  # an absolute path stays itself
+        val = [self.data_dir / p for p in hp.val_files] if hp.val_files else None
         for path in train + (val or []):
             if not path.is_file():
                 raise FileNotFoundError(
@@ -329,7 +373,7 @@ class BertPretrainingDataModule(ZooDataModule):
         return train[:cut], train[cut:]
 
     def _content_digest(self, paths: list[Path]) -> str:
-        """The files' names and bytes, hashed once per DataModule (two cache keys use them)."""
+        """The files' names and bytes, hashed once (two cache keys use them)."""
         key = tuple(paths)
         if key not in self._digests:
             digest = hashlib.sha256()
@@ -339,54 +383,31 @@ class BertPretrainingDataModule(ZooDataModule):
             self._digests[key] = digest.hexdigest()
         return self._digests[key]
 
-    def _tokenizer_path(self, train_files: list[Path]) -> Path:
-        hp = self.hparams
-        digest = hashlib.sha256(bytes.fromhex(self._content_digest(train_files)))
-        digest.update(
-            json.dumps([hp.vocab_size, hp.lowercase, hp.document_format, hp.max_documents, TRAINING_REVISION]).encode()
-        )
-        name = hp.dataset or train_files[0].stem
-        return self.cache_dir / f"{name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}" / "tokenizer.json"
-
     def prepare_data(self) -> None:
-        """Train the WordPiece vocabulary and make the sentence pairs, once: later runs, and the other processes of
-        a DDP job (which wait while one prepares), read the cached files."""
-        self._prepare_tokenizer()
+        """Train the WordPiece vocabulary and make the sentence pairs, once; later runs and other ranks read them."""
         folder = self.pairs_folder()
         prepare_once(folder / "pairs.json", lambda: self._make_pairs(folder), what="the sentence pairs")
-
-    def _prepare_tokenizer(self) -> None:
-        if self.hparams.vocab_file is not None:
-            return
-
-        def train() -> None:
-            documents = self._split()[0]
-            tokenizer = WordPieceTokenizer.train(
-                (" ".join(d) for d in documents), self.hparams.vocab_size, lowercase=self.hparams.lowercase
-            )
-            atomic_write(path, tokenizer.to_json())
-
-        path = self._tokenizer_path(self._files()[0])
-        prepare_once(path, train, what="the WordPiece vocabulary")
 
     @property
     def tokenizer(self) -> WordPieceTokenizer:
         if self._tokenizer is None:
             hp = self.hparams
             if hp.vocab_file is not None:
-                self._tokenizer = WordPieceTokenizer.from_vocab_file(self._path(hp.vocab_file), lowercase=hp.lowercase)
+                self._tokenizer = WordPieceTokenizer.from_vocab_file(
+                    self.data_dir / hp.vocab_file, lowercase=hp.lowercase
+                )
             else:
-                self._prepare_tokenizer()
-                path = self._tokenizer_path(self._files()[0])
-                self._tokenizer = WordPieceTokenizer.from_json(path.read_text(encoding="utf-8"))
+                train = self._files()[0]
+                key = [self._content_digest(train), hp.document_format, hp.max_documents]
+                texts = lambda: (" ".join(d) for d in self._split()[0])
+                name = hp.dataset or train[0].stem
+                self._tokenizer = cached_wordpiece(self.cache_dir, name, key, texts, hp.vocab_size, hp.lowercase)
         return self._tokenizer
 
     @property
     def model_fields(self) -> dict:
-        """Model config fields this data determines (filled into `model.net` by train.py)."""
         return {"vocab_size": self.tokenizer.vocab_size, "pad_token_id": self.tokenizer.pad_id}
 
-    # ---- pairs ----------------------------------------------------------------------------------------
     def _encode(self, documents: list[list[str]]) -> list[list[list[int]]]:
         flat = [s for d in documents for s in d]
         ids = iter(self.tokenizer.encode_batch(flat))
@@ -394,8 +415,7 @@ class BertPretrainingDataModule(ZooDataModule):
         return [[s for s in d if s] for d in encoded if any(d)]
 
     def item_passes(self, documents: list[list[str]], *, passes: int, seed: int) -> Iterator[list[dict]]:
-        """The pairs of each of `passes` passes over the documents (one random stream runs through all of them),
-        as [CLS] A [SEP] B [SEP] with segment ids."""
+        """The pairs of each of `passes` passes over the documents (one random stream through all of them)."""
         hp = self.hparams
         encoded = self._encode(documents)
         rng = random.Random(seed)
@@ -409,7 +429,7 @@ class BertPretrainingDataModule(ZooDataModule):
             yield items
 
     def build_items(self, documents: list[list[str]], *, passes: int, seed: int) -> list[dict]:
-        """All pairs of `passes` passes, as a list: what the stored pairs hold, item for item."""
+        """All pairs of `passes` passes: what the stored pairs hold, item for item."""
         return [item for items in self.item_passes(documents, passes=passes, seed=seed) for item in items]
 
     def pairs_folder(self) -> Path:
@@ -443,7 +463,6 @@ class BertPretrainingDataModule(ZooDataModule):
         for items in self.item_passes(train_docs, passes=hp.dupe_factor, seed=hp.seed):
             train.add(items)
         counts["train"] = train.write(folder, "train")
-        # Validation masks are drawn once, so every evaluation scores the same predictions.
         val = PairWriter(self.tokenizer.vocab_size)
         collator, generator = self.collator(), torch.Generator().manual_seed(hp.seed + 2)
         for items in self.item_passes(val_docs, passes=1, seed=hp.seed + 1):
@@ -460,7 +479,6 @@ class BertPretrainingDataModule(ZooDataModule):
             self.tokenizer, block_size=hp.block_size, pad_to=hp.pad_to, mlm_probability=hp.mlm_probability
         )
 
-    # ---- what the loaders serve --------------------------------------------------------------------------------
     def build_splits(self) -> None:
         if self._datasets:
             return
@@ -469,7 +487,6 @@ class BertPretrainingDataModule(ZooDataModule):
         self._datasets = {split: StoredPairs(folder, split) for split in ("train", "val")}
 
     def train_dataset(self) -> StoredPairs:
-        # The masks are drawn per batch from the global RNG, which the checkpoint holds, when num_workers is 0.
         return self._datasets["train"]
 
     def eval_dataset(self, split: str) -> StoredPairs:

@@ -1,8 +1,5 @@
 """Character tagging data: windows of text, each character with the tag of a stated rule (zoo/data/char_tags.py).
-
-The text, its split and its character tokenizer are the language model's (zoo/data/lm.py: tiny shakespeare by
-default, nanoGPT's 90/10 split by position, shards cached once); only what a window serves differs: the characters
-and one tag per character instead of the next characters.
+The text, its split and its character tokenizer are the language model's (zoo/data/lm.py).
 """
 
 from __future__ import annotations
@@ -11,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .char_tags import IGNORE, TAG_NAMES, char_kinds, tags_in_window, word_end_tags
+from .char_tags import TAG_NAMES, char_kinds, tags_in_window, word_end_tags
 from .lm import LanguageModelDataModule
 from .windows import DisjointWindows
 
@@ -41,47 +38,21 @@ class TagWindows(Dataset):
 
 
 class CharTaggingDataModule(LanguageModelDataModule):
-    """Character tagging on a text (a named dataset or the user's `text_files`, as for the language model): each
-    letter tagged by how its word ends (zoo.data.char_tags). Training windows start at every offset; validation reads
-    disjoint windows in the fixed order of `val_seed`, as the language model's does. The vocabulary is the text's
-    characters plus one padding id that no character uses, so that the encoder's padding row (whose embedding
-    never trains) is no character's."""
+    """Character tagging on the language model's text: each letter tagged by how its word ends. The vocabulary is
+    the text's characters plus one padding id that no character uses (the encoder's padding row never trains)."""
 
     task, description = "token_tagging", "a character-tagging text dataset"
     tag_names = TAG_NAMES
 
-    def __init__(
-        self,
-        dataset: str | None = "tinyshakespeare",
-        text_files: list[str] | None = None,
-        val_files: list[str] | None = None,
-        block_size: int = 64,
-        batch_size: int = 32,
-        val_fraction: float = 0.1,
-        val_seed: int = 0,
-        tokenizer: str = "char",
-        pretrained: str | None = None,
-        **options,
-    ) -> None:
-        """The options are the language model's (zoo.data.LanguageModelDataModule), with its tokenizer fixed to
-        characters: every character gets its own tag, so a token must be one character."""
+    def __init__(self, batch_size: int = 32, tokenizer: str = "char", pretrained: str | None = None, **options) -> None:
+        """The language model's options, with its tokenizer fixed to characters: one tag per token."""
         if tokenizer != "char" or pretrained is not None:
             given = f"tokenizer={tokenizer}" + (f", pretrained={pretrained}" if pretrained is not None else "")
             raise ValueError(
                 f"character tagging tags one character per token: use data.tokenizer=char and no data.pretrained "
                 f"(got {given})"
             )
-        super().__init__(
-            dataset=dataset,
-            text_files=text_files,
-            val_files=val_files,
-            tokenizer=tokenizer,
-            block_size=block_size,
-            batch_size=batch_size,
-            val_fraction=val_fraction,
-            val_seed=val_seed,
-            **options,
-        )
+        super().__init__(batch_size=batch_size, tokenizer=tokenizer, **options)
         self._tagged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
@@ -109,6 +80,3 @@ class CharTaggingDataModule(LanguageModelDataModule):
         seed = self.hparams.val_seed if split == "val" else None
         starts = DisjointWindows(self.tokens("val"), self.hparams.block_size, seed=seed).starts
         return TagWindows(self.tokens("val"), *self.tagged("val"), self.hparams.block_size, starts=starts, split="val")
-
-
-__all__ = ["IGNORE", "CharTaggingDataModule", "TagWindows"]

@@ -1,18 +1,10 @@
 """A character tagging rule whose labels need the context to the right: how does this letter's word end?
 
-The rule, on plain text: a *word* is a run of letters. Every letter is tagged by the first character after its
-word: **0** when that is whitespace (a space or a line break), **1** when it is anything else (punctuation, an
-apostrophe, a hyphen, a digit). Characters that are not letters carry no tag (IGNORE), and neither does a word that
-runs to the end of the text, which has no character after it.
-
-Why this rule (the lab's `direction` question): the label of a letter is decided by a character up to a word's length
-to its right, so a model that reads only the left context (causal attention) must guess it, while one that reads
-both sides can look it up. The guess is not blind: "lord" ends at a comma more often than "the" does, and a line of
-verse often ends in punctuation, so a left-context model does better than always saying "whitespace", but it cannot
-reach what a bidirectional model can.
-
-Everything here works on token ids of a character tokenizer and a table `kinds` giving each id's kind (LETTER,
-SPACE, OTHER), so that the rule runs vectorised over a whole split (no Python loop per character).
+A *word* is a run of letters. Every letter is tagged by the first character after its word: **0** when that is
+whitespace, **1** when it is anything else. Non-letters, and a word that runs to the end of the text, carry no tag
+(IGNORE). The label is decided up to a word's length to the right, so a causal model must guess it while a
+bidirectional one can look it up (the lab's `direction` question). The rule runs vectorised over token ids of a
+character tokenizer, with a table `kinds` giving each id's kind.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""A shuffle of any number of samples in constant memory: the i-th index of an epoch's order is computed, not
-looked up.
-
-`ResumableShuffle` draws an epoch's order with `torch.randperm` and keeps it as a list: tens of bytes per
-sample, which for windows at every offset of a corpus is tens of bytes per token. Here the order is a keyed
-permutation of [0, n): a balanced Feistel network over the smallest power of four >= n, walking the cycle until
-the value falls inside [0, n) (a bijection on a larger domain restricted this way stays a bijection). Keyed by
-(seed, epoch) like the list it replaces, it needs no state beyond the position, so a resumed run continues the
-same order exactly.
+"""A shuffle of any number of samples in constant memory (ResumableShuffle's list of an epoch's order costs tens of
+bytes per sample, per token for windows at every offset): the order is a keyed permutation of [0, n), a balanced
+Feistel network over the smallest power of four >= n, walking the cycle until the value falls inside [0, n).
 """
 
 from __future__ import annotations
@@ -32,8 +26,6 @@ class KeyedPermutation:
     ROUNDS = 6
 
     def __init__(self, n: int, key: int) -> None:
-        if n <= 0:
-            raise ValueError(f"a permutation needs n > 0, got {n}")
         self.n = n
         half_bits = max(1, ((n - 1).bit_length() + 1) // 2)
         self.half_bits, self.half_mask = half_bits, (1 << half_bits) - 1
@@ -46,20 +38,14 @@ class KeyedPermutation:
         return (left << self.half_bits) | right
 
     def __getitem__(self, i: int) -> int:
-        if not 0 <= i < self.n:
-            raise IndexError(i)
         x = self._feistel(i)
         while x >= self.n:  # the domain is at most 4n: a few steps on average
             x = self._feistel(x)
         return x
 
-    def __len__(self) -> int:
-        return self.n
-
 
 class CounterShuffle(ResumableShuffle):
-    """ResumableShuffle's contract (ranks share an epoch's order, rank r taking positions r, r + W, ...; the
-    position resumes exactly), with the order computed per index instead of materialised."""
+    """ResumableShuffle, with the order computed per index instead of materialised."""
 
     def __iter__(self) -> Iterator[int]:
         epoch, start = self.epoch, self.start

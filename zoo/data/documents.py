@@ -1,15 +1,10 @@
 """Documents streamed from a corpus on disk in pieces of bounded size, so that nothing holds the whole corpus, nor
 a whole long document, in memory.
 
-Text files (.txt and anything not named below) give one document per file, per paragraph (blank-line separated)
-or per line; JSON lines (.jsonl, .json) and Parquet (.parquet, through pyarrow) give one document per row, its
-`text_field`. Documents are numbered in reading order across all files: that number decides a document's split
-and, with the pieces before it, is where an interrupted `zoo-prepare` resumes.
-
-A document longer than `piece_chars` characters comes in pieces, each cut where encoding the pieces one by one
-gives the tokens of encoding the document whole (`cut_position`); a text file is read `piece_chars` characters at
-a time, so a file of one line is no exception. A JSON line or a Parquet value is read whole (its format offers no
-way to read a part of it) and then cut in the same way.
+Text files give one document per file, per paragraph (blank-line separated) or per line; JSON lines (.jsonl, .json)
+and Parquet give one document per row, its `text_field`. A document longer than `piece_chars` characters comes in
+pieces, each cut where encoding the pieces one by one gives the tokens of encoding the document whole
+(`cut_position`); a text file is read `piece_chars` characters at a time, a JSON line or Parquet value whole.
 """
 
 from __future__ import annotations
@@ -20,16 +15,15 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from .text import utf8_error
+
 TEXT_UNITS = ("file", "paragraphs", "lines")
 PIECE_CHARS = 1_000_000  # the longest text a document's piece has (prepare.piece_chars)
 INPUT_KEYS = "data.text_files / data.val_files"  # what names the input files in the messages
 
-# Where a text may be cut without changing its tokens: before a single newline (preferred: a line boundary) or a
-# single space that sits between two characters that are not whitespace. For a byte-level BPE (GPT-2's
-# pre-tokenizer: letters, digits or punctuation with at most one leading space, and whitespace runs), a
-# WordPiece (split on whitespace) and a character vocabulary, no token spans such a place and none is decided by
-# what lies across it, so the pieces' tokens put together are the whole text's. Python's \S is narrower than any
-# of those tokenizers' \S (it counts more characters as whitespace), so a place found here is one there too.
+# Where a text may be cut without changing its tokens: before a single newline (preferred) or a single space between
+# two characters that are not whitespace. For a byte-level BPE (GPT-2's pre-tokenizer), a WordPiece and a character
+# vocabulary no token spans such a place, and Python's \S is narrower than any of theirs.
 _NEWLINE_CUT = re.compile(r"(?<=\S)\n(?=\S)")
 _SPACE_CUT = re.compile(r"(?<=\S) (?=\S)")
 _NEAR = 65_536  # how far back from a piece's end a cut is first looked for
@@ -46,10 +40,8 @@ def _last_match(pattern: re.Pattern, text: str, lo: int, hi: int) -> int | None:
 
 def cut_position(text: str, start: int, limit: int) -> int:
     """Where the piece of `text` that begins at `start` ends: a safe place (see above) at most `limit` characters on,
-    as late as possible; a newline in the second half of the piece before a space, a space before a newline in the
-    first half. A text without one (no newline nor space between words for `limit` characters: a very long word,
-    or a script written without spaces) is cut at `limit` characters, where its tokens may differ slightly from
-    encoding it whole."""
+    as late as possible, preferring a newline in the piece's second half. A text without one (a script written
+    without spaces) is cut at `limit` characters, where its tokens may differ slightly from encoding it whole."""
     end = start + limit
     half = start + limit // 2
     for pattern, lo in ((_NEWLINE_CUT, half), (_SPACE_CUT, half), (_NEWLINE_CUT, start + 1), (_SPACE_CUT, start + 1)):
@@ -62,7 +54,7 @@ def cut_position(text: str, start: int, limit: int) -> int:
 
 class Pieces:
     """Text added a part at a time, given back in pieces of at most `limit` characters cut at safe places; the
-    parts held are joined only when they pass the limit (joining every part as it comes would be quadratic)."""
+    parts held are joined only when they pass the limit."""
 
     def __init__(self, limit: int) -> None:
         self.limit, self.parts, self.size = limit, [], 0
@@ -95,8 +87,7 @@ def split_text(text: str, limit: int) -> Iterator[tuple[str, bool]]:
 
 
 def not_utf8(path: Path, key: str) -> ValueError:
-    """The error for a file that is not UTF-8, naming it, the option that gave it and the first bad byte (its
-    offset and line), found by reading the file again in blocks: the text reader's own error names neither."""
+    """The error for a file that is not UTF-8, naming its first bad byte, found by reading it again in blocks."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = lines = 0  # bytes and newlines of the blocks before this one
     with path.open("rb") as f:
@@ -107,17 +98,10 @@ def not_utf8(path: Path, key: str) -> ValueError:
             except UnicodeDecodeError as error:
                 bad = offset - pending + error.start
                 line = lines + block.count(b"\n", 0, max(bad - offset, 0)) + 1
-                return _utf8_message(path, key, bad, line, error.reason)
+                return utf8_error(path, key, bad, line, error.reason)
             lines += block.count(b"\n")
             offset += len(block)
-    return _utf8_message(path, key, offset - len(decoder.getstate()[0]), lines + 1, "unexpected end of data")
-
-
-def _utf8_message(path: Path, key: str, offset: int, line: int, reason: str) -> ValueError:
-    return ValueError(
-        f"{path} is not UTF-8 text (byte offset {offset}, line {line}: {reason}); {key} takes plain-text files: "
-        "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) or leave out binary files"
-    )
+    return utf8_error(path, key, offset - len(decoder.getstate()[0]), lines + 1, "unexpected end of data")
 
 
 def _text_pieces(path: Path, unit: str, limit: int) -> Iterator[tuple[str, bool]]:
@@ -160,8 +144,7 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")  # a line as a file opened with ne
 
 
 def _raw_line_parts(f, limit: int) -> Iterator[tuple[str, bool]]:
-    """(part, ends_line) of the lines of `f` (each ended by a newline, a CRLF or a lone CR, as Python reads them),
-    read `limit` characters at a time: a line longer than that comes in several parts."""
+    """(part, ends_line) of the lines of `f`, read `limit` characters at a time: a longer line comes in parts."""
     carry = ""
     while True:
         chunk = f.read(limit)
@@ -180,8 +163,7 @@ def _raw_line_parts(f, limit: int) -> Iterator[tuple[str, bool]]:
 
 
 def _line_parts(f, limit: int) -> Iterator[tuple[str, bool, bool]]:
-    """(part, blank, ends_line) of the lines of `f`. A line is blank when it is whitespace only: its parts are held
-    until it shows text or ends."""
+    """(part, blank, ends_line) of the lines of `f`; a line's parts are held until it shows text or ends."""
     held: list[str] = []
     text_seen = False
     for part, ends in _raw_line_parts(f, limit):
@@ -268,14 +250,11 @@ def read_document_pieces(
     piece_chars: int = PIECE_CHARS,
     key: str = INPUT_KEYS,
 ) -> Iterator[tuple[str, bool]]:
-    """(piece, last) of every non-empty document of `paths`, in order: each document in one or more pieces of at
-    most `piece_chars` characters, `last` true on its final piece (see the module docstring). `key`: the option
-    that names the files, for the errors."""
+    """(piece, last) of every non-empty document of `paths`, in order, `last` true on a document's final piece.
+    `key`: the option that names the files, for the errors."""
     if text_unit not in TEXT_UNITS:
         raise ValueError(f"prepare.documents must be one of {', '.join(TEXT_UNITS)}, got {text_unit!r}")
-    for path in paths:
-        if not path.is_file():
-            raise FileNotFoundError(f"input file not found: {path.resolve()}; check {key}")
+    for path in paths:  # found: checked by zoo-prepare first
         suffix = path.suffix.lower()
         try:
             if suffix in (".jsonl", ".json"):
@@ -293,8 +272,7 @@ def read_document_pieces(
 def read_documents(
     paths: list[Path], *, text_unit: str = "file", text_field: str = "text", key: str = INPUT_KEYS
 ) -> Iterator[str]:
-    """Every non-empty document of `paths`, in order, each whole (for small corpora and tests; `zoo-prepare` reads
-    `read_document_pieces`)."""
+    """Every non-empty document of `paths`, in order, each whole."""
     parts: list[str] = []
     for piece, last in read_document_pieces(paths, text_unit=text_unit, text_field=text_field, key=key):
         parts.append(piece)
@@ -304,10 +282,7 @@ def read_documents(
 
 
 def read_text_pieces(path: Path, key: str, limit: int) -> Iterator[str]:
-    """A file read as plain text (split="position"), `limit` characters at a time: its text exactly (a CRLF kept),
-    with the errors of `read_text_file` (zoo/data/text.py) for a file that is empty or not UTF-8."""
-    if not path.is_file():
-        raise FileNotFoundError(f"input file not found: {path.resolve()}; check {key}")
+    """A file read as plain text (split="position"), `limit` characters at a time, a CRLF kept."""
     text_seen = False
     try:
         with path.open(encoding="utf-8", newline="") as f:

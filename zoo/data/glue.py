@@ -1,28 +1,24 @@
 """Sentence(-pair) classification from GLUE-style TSV files: SST-2 by default, pairs (MRPC, QNLI, RTE, ...) too.
 
-GLUE TSVs have a header line and no quoting (sentences contain quotes), so each line is split on tabs as is.
-The text columns are found from the header (`sentence`, or `sentence1`/`sentence2`, `question`/`sentence`,
-`question1`/`question2`) or given; labels are integers, or names mapped to ids in sorted order.
+GLUE TSVs have a header line and no quoting, so each line is split on tabs as is. The text columns are found from
+the header or given; labels are integers, or names mapped to ids in sorted order.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import random
 from pathlib import Path
 
 import torch
 
-from .atomic import atomic_write
 from .base import ZooDataModule
-from .batches import PAD_TO, EncoderBatch, pad_sequences, padded_length
+from .batches import PAD_TO, EncoderBatch, pad_encoder_items
 from .bert_pretraining import PairDataset
-from .prepare_lock import prepare_once
 from .resumable import ResumableShuffle, resumable_sampler
 from .text import decode_utf8
-from .wordpiece import TRAINING_REVISION, WordPieceTokenizer, tokenizer_from_source
+from .wordpiece import WordPieceTokenizer, cached_wordpiece, tokenizer_from_source
 
 # Header columns that hold the text, tried in order: one column is a single sentence, two are a pair.
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("question", "sentence"), ("sentence",))
@@ -74,24 +70,15 @@ class ClassificationCollator:
         self.pad_id, self.block_size, self.pad_to = pad_id, block_size, pad_to
 
     def __call__(self, items: list[dict]) -> EncoderBatch:
-        rows = [it["input_ids"] for it in items]
-        length = padded_length(rows, self.pad_to, self.block_size)
-        return EncoderBatch(
-            input_ids=pad_sequences(rows, length, self.pad_id),
-            token_type_ids=pad_sequences([it["token_type_ids"] for it in items], length, 0),
-            attention_mask=pad_sequences([[1] * len(r) for r in rows], length, 0),
-            labels=torch.tensor([it["label"] for it in items], dtype=torch.long),
-        )
+        padded = pad_encoder_items(items, self.pad_id, self.pad_to, self.block_size)[:3]
+        return EncoderBatch(*padded, labels=torch.tensor([it["label"] for it in items], dtype=torch.long))
 
 
 class LengthGroupedSampler(ResumableShuffle):
     """Random batches of rows of similar length, so that padding to the longest row wastes little: shuffle, sort
-    groups of 50 batches by length, cut them into batches and shuffle the batch order (a new order every epoch,
-    from the seed and the epoch alone, so that a resumed run continues exactly).
-
-    The batches are global ones (batch_size x world_size rows): rank r takes rows r, r+W, ... of each, so every
-    device gets rows of similar length. The rows of one batch are consecutive positions, as the DataLoader groups
-    them; the last, partial batch comes last, where drop_last drops it."""
+    groups of 50 batches by length, cut them into batches and shuffle the batch order (per seed and epoch). The
+    batches are global ones (batch_size x world_size rows), rank r taking rows r, r+W, ...; a partial batch comes
+    last, where drop_last drops it."""
 
     def __init__(
         self, lengths: list[int], batch_size: int, seed: int = 0, *, rank: int = 0, world_size: int = 1
@@ -115,12 +102,10 @@ class LengthGroupedSampler(ResumableShuffle):
 
 class GlueDataModule(ZooDataModule):
     """Classification of sentences or sentence pairs from TSV files (paths relative to the data folder unless
-    absolute). The tokenizer comes from `pretrained` (a Hugging Face BERT directory or a zoo .ckpt: use the same
-    path as the task's `pretrained`), else from `vocab_file`, else a WordPiece trained on the training sentences
-    (cached). Without `test_file` the test split is the validation file (GLUE's test labels are hidden).
-    `pad_to="longest"` with `group_by_length=true` batches rows of similar length: SST-2 trains ~2.5x faster.
-
-    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
+    absolute). The tokenizer comes from `pretrained` (a Hugging Face BERT directory or a zoo .ckpt), else from
+    `vocab_file`, else a WordPiece trained on the training sentences (cached). Without `test_file` the test split is
+    the validation file (GLUE's test labels are hidden). `pad_to="longest"` with `group_by_length=true` batches rows
+    of similar length: SST-2 trains ~2.5x faster.
     """
 
     task, description = "sequence_classification", "a sentence-classification (GLUE) dataset"
@@ -155,10 +140,8 @@ class GlueDataModule(ZooDataModule):
         self._datasets: dict[str, PairDataset] = {}
         self.label_names: list[str] | None = None
 
-    # ---- rows and labels ---------------------------------------------------------------------------------
     def _path(self, name: str) -> Path:
-        path = Path(name)
-        path = path if path.is_absolute() else self.data_dir / path
+        path = self.data_dir / name  # an absolute path stays itself
         if not path.is_file():
             raise FileNotFoundError(
                 f"TSV file not found: {path.resolve()}; check data.train_file / data.val_file "
@@ -195,35 +178,9 @@ class GlueDataModule(ZooDataModule):
             if limit is not None and limit < len(self._rows[split]):
                 self._rows[split] = random.Random(seed).sample(self._rows[split], limit)
 
-    # ---- tokenizer -------------------------------------------------------------------------------------
-    def _tokenizer_path(self) -> Path:
-        hp = self.hparams
-        train = self._path(hp.train_file)
-        digest = hashlib.sha256(train.read_bytes())
-        digest.update(
-            json.dumps(
-                [hp.vocab_size, hp.lowercase, hp.max_train_rows, hp.seed, self.text_columns, TRAINING_REVISION]
-            ).encode()
-        )
-        return (
-            self.cache_dir
-            / f"{train.parent.name}-wordpiece{hp.vocab_size}-{digest.hexdigest()[:16]}"
-            / "tokenizer.json"
-        )
-
     def prepare_data(self) -> None:
-        hp = self.hparams
         self._load_rows()
-        if hp.pretrained is not None or hp.vocab_file is not None:
-            return
-
-        def train() -> None:
-            texts = (" ".join(r[:-1]) for r in self._rows["train"])
-            tokenizer = WordPieceTokenizer.train(texts, hp.vocab_size, lowercase=hp.lowercase)
-            atomic_write(self._tokenizer_path(), tokenizer.to_json())
-
-        # One process of a DDP job trains it; the others wait and read it (zoo/data/prepare_lock.py).
-        prepare_once(self._tokenizer_path(), train, what="the WordPiece vocabulary")
+        _ = self.tokenizer  # trained once and cached, or read
 
     @property
     def tokenizer(self) -> WordPieceTokenizer:
@@ -232,16 +189,20 @@ class GlueDataModule(ZooDataModule):
             if hp.pretrained is not None:
                 self._tokenizer = tokenizer_from_source(hp.pretrained)
             elif hp.vocab_file is not None:
-                vocab = Path(hp.vocab_file) if Path(hp.vocab_file).is_absolute() else self.data_dir / hp.vocab_file
-                self._tokenizer = WordPieceTokenizer.from_vocab_file(vocab, lowercase=hp.lowercase)
+                self._tokenizer = WordPieceTokenizer.from_vocab_file(
+                    self.data_dir / hp.vocab_file, lowercase=hp.lowercase
+                )
             else:
-                self.prepare_data()
-                self._tokenizer = WordPieceTokenizer.from_json(self._tokenizer_path().read_text(encoding="utf-8"))
+                self._load_rows()
+                train = self._path(hp.train_file)
+                key = [hashlib.sha256(train.read_bytes()).hexdigest(), hp.max_train_rows, hp.seed, self.text_columns]
+                texts = lambda: (" ".join(r[:-1]) for r in self._rows["train"])
+                name = train.parent.name
+                self._tokenizer = cached_wordpiece(self.cache_dir, name, key, texts, hp.vocab_size, hp.lowercase)
         return self._tokenizer
 
     @property
     def model_fields(self) -> dict:
-        """Model config fields this data determines (filled into `model.net` by train.py)."""
         self._load_rows()
         return {
             "vocab_size": self.tokenizer.vocab_size,
@@ -249,7 +210,6 @@ class GlueDataModule(ZooDataModule):
             "num_labels": self.num_labels,
         }
 
-    # ---- items and loaders -----------------------------------------------------------------------------
     def _items(self, rows: list[tuple]) -> list[dict]:
         tok = self.tokenizer
         columns = [tok.encode_batch([r[i] for r in rows]) for i in range(len(rows[0]) - 1)]

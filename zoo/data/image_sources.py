@@ -1,7 +1,5 @@
-"""Image datasets on disk: MNIST (IDX files), CIFAR-10 (the python archive) and ImageFolder trees.
-
-Each loader returns uint8 image tensors (N, C, H, W) and int64 labels, or torchvision datasets for folders,
-with errors that name the file or folder at fault and how to fix it.
+"""Image datasets on disk: MNIST (IDX files), CIFAR-10 (the python archive) and ImageFolder trees, as uint8 image
+tensors (N, C, H, W) with int64 labels or torchvision datasets, with errors that name the file or folder at fault.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ MNIST_CLASSES = [str(d) for d in range(10)]
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
-# ---- MNIST -----------------------------------------------------------------------------------------------------
 def read_idx(path: Path, *, magic: int) -> np.ndarray:
     """An IDX file (gzipped or not): big-endian uint32 magic and dimensions, then uint8 data."""
     opener = gzip.open if path.suffix == ".gz" else open
@@ -54,7 +51,6 @@ def load_mnist(data_dir: Path, *, split: str, download: bool) -> tuple[torch.Ten
     return torch.from_numpy(images.copy())[:, None], torch.from_numpy(labels.astype(np.int64))
 
 
-# ---- CIFAR-10 --------------------------------------------------------------------------------------------------
 def load_cifar10(data_dir: Path, cache_dir: Path, *, download: bool) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Both official splits. Reads data_dir/cifar10/cifar-10-batches-py, else extracts the archive
     data_dir/cifar10/cifar-10-python.tar.gz once into cache_dir (the data folder may be read-only)."""
@@ -68,7 +64,6 @@ def load_cifar10(data_dir: Path, cache_dir: Path, *, download: bool) -> dict[str
                 tar.extractall(root, filter="data")
             (root / "extracted").touch()  # last: a half-extracted folder is never read
 
-        # One process of a DDP job extracts; the others wait for it (zoo/data/prepare_lock.py).
         prepare_once(root / "extracted", extract, what="CIFAR-10")
     splits = {}
     for split in ("train", "test"):
@@ -84,7 +79,6 @@ def load_cifar10(data_dir: Path, cache_dir: Path, *, download: bool) -> dict[str
     return splits
 
 
-# ---- ImageFolder -----------------------------------------------------------------------------------------------
 class CheckedImageFolder(ImageFolder):
     """torchvision's ImageFolder, with errors that name the folder or file: an empty class folder is refused when
     the tree is read, an unreadable image when it is loaded."""
@@ -96,6 +90,7 @@ class CheckedImageFolder(ImageFolder):
                 f"image folder not found: {root.resolve()}; data.image_folder must be a folder with one subfolder "
                 "of images per class"
             )
+        self.grayscale = grayscale
         try:
             super().__init__(str(root), loader=self._load, allow_empty=True)
         except FileNotFoundError as error:  # no class folders at all
@@ -107,7 +102,6 @@ class CheckedImageFolder(ImageFolder):
                 f"class folder(s) {', '.join(str(root / c) for c in empty)} hold no images (looked for "
                 f"{', '.join(self.extensions or ())}); add images or remove the folder(s)"
             )
-        self.grayscale = grayscale
 
     def _load(self, path: str) -> Image.Image:
         try:
@@ -118,7 +112,7 @@ class CheckedImageFolder(ImageFolder):
             raise ValueError(
                 f"cannot read image {path} ({type(error).__name__}: {error}); replace or delete the file"
             ) from error
-        return image.convert("L" if getattr(self, "grayscale", False) else "RGB")
+        return image.convert("L" if self.grayscale else "RGB")
 
 
 class TensorImages(Dataset):

@@ -20,8 +20,7 @@ from .image_sources import (
     load_mnist,
 )
 
-# Per-dataset facts: native size and channels, normalization statistics (of the training images), and whether a
-# horizontal flip keeps the label (not for digits).
+# Native size and channels, normalization statistics, and whether a horizontal flip keeps the label.
 DATASET_SPECS = {
     "mnist": dict(image_size=28, channels=1, mean=(0.1307,), std=(0.3081,), hflip=False, classes=MNIST_CLASSES),
     "cifar10": dict(
@@ -37,18 +36,12 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 class ImageClassificationDataModule(ZooDataModule):
-    """Images and integer labels for classification.
+    """Images and integer labels for classification, from `dataset` ("mnist", "cifar10") or `image_folder` (one
+    subfolder per class; with train/ and val/ (and test/) subfolders those are the splits).
 
-    Source: `dataset` ("mnist", "cifar10") or `image_folder` (a folder with one subfolder per class; with
-    train/ and val/ (and test/) subfolders those are the splits).
-
-    Splits: `split_sizes=[train, val, test]` (counts, or fractions summing to at most 1) pools all images of the
-    source and splits them with `split_seed`; this is how MNIST is used when only its 10k official test images are
-    on disk. `split_sizes=null` keeps the official train/test split and holds out `val_size` training images.
-    `max_train_images=n` then trains on n of the training images only, class-balanced and seeded by `split_seed`
-    (validation and test stay whole); smaller n give subsets of larger ones, so a data-size sweep is nested.
-
-    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
+    `split_sizes=[train, val, test]` (counts, or fractions) pools all images of the source and splits them with
+    `split_seed`; `split_sizes=null` keeps the official train/test split and holds out `val_size` training images.
+    `max_train_images=n` trains on a class-balanced, seeded subset (a smaller n gives a subset of a larger one).
     """
 
     task, description = "image_classification", "an image dataset"
@@ -93,7 +86,6 @@ class ImageClassificationDataModule(ZooDataModule):
         self._folder_classes: list[str] | None = None
         self._splits: dict[str, Dataset] = {}
 
-    # ---- what the model and task need from the data ---------------------------------------------------------
     @property
     def spec(self) -> dict:
         hp = self.hparams
@@ -126,7 +118,6 @@ class ImageClassificationDataModule(ZooDataModule):
 
     @property
     def model_fields(self) -> dict:
-        """Model config fields this data determines (filled into `model.net` by train.py)."""
         spec = self.spec
         return {"num_classes": len(spec["classes"]), "image_size": spec["image_size"], "in_channels": spec["channels"]}
 
@@ -136,7 +127,6 @@ class ImageClassificationDataModule(ZooDataModule):
         spec = self.spec
         return {"class_names": self.class_names, "image_mean": list(spec["mean"]), "image_std": list(spec["std"])}
 
-    # ---- transforms -------------------------------------------------------------------------------------------
     def transforms(self, train: bool) -> v2.Compose:
         hp, spec = self.hparams, self.spec
         size = spec["image_size"]
@@ -148,7 +138,7 @@ class ImageClassificationDataModule(ZooDataModule):
                 if train
                 else [v2.Resize(int(round(size / 0.875)), antialias=True), v2.CenterCrop(size)]
             )
-        elif size != spec_native(hp.dataset):
+        elif size != DATASET_SPECS[hp.dataset]["image_size"]:
             steps.append(v2.Resize(size, antialias=True))
         if train:
             if hp.crop_padding and hp.image_folder is None:
@@ -182,7 +172,6 @@ class ImageClassificationDataModule(ZooDataModule):
 
         return collate
 
-    # ---- splits -----------------------------------------------------------------------------------------------
     def _sources(self) -> tuple[Dataset, Dataset | None, Dataset | None]:
         """(train pool, official val or None, official test or None), untransformed."""
         hp = self.hparams
@@ -250,7 +239,6 @@ class ImageClassificationDataModule(ZooDataModule):
         splits["test"] = (official_test, range(len(official_test)))
         return splits
 
-    # ---- what the loaders serve ------------------------------------------------------------------------------------
     def build_splits(self) -> None:
         if not self._splits:
             train_tf, eval_tf = self.transforms(train=True), self.transforms(train=False)
@@ -258,7 +246,6 @@ class ImageClassificationDataModule(ZooDataModule):
                 self._splits[name] = TransformedSubset(base, indices, train_tf if name == "train" else eval_tf)
 
     def train_dataset(self) -> Dataset:
-        # The augmentations draw from the global RNG, which the checkpoint holds, when num_workers is 0.
         return self._splits["train"]
 
     def eval_dataset(self, split: str) -> Dataset:
@@ -272,9 +259,8 @@ class ImageClassificationDataModule(ZooDataModule):
 
 
 def class_balanced_subset(base: Dataset, indices: list[int], n: int, generator: torch.Generator) -> list[int]:
-    """`n` of `indices`, as even over the classes as they allow: the indices are put in a seeded random order,
-    then taken one class at a time in turn (a class that runs out leaves its turn to the others). The first n
-    of that order are the subset, so a smaller n gives a subset of a larger one."""
+    """`n` of `indices`, as even over the classes as they allow: in a seeded random order, taken one class at a time
+    in turn; the first n of that order, so a smaller n gives a subset of a larger one."""
     labels = dataset_labels(base, indices)
     by_class: dict[int, list[int]] = {}
     for k in torch.randperm(len(indices), generator=generator).tolist():
@@ -297,10 +283,6 @@ def dataset_labels(base: Dataset, indices: list[int]) -> list[int]:
     if hasattr(base, "targets"):  # torchvision's ImageFolder
         return [int(base.targets[i]) for i in indices]
     return [int(base[i][1]) for i in indices]
-
-
-def spec_native(dataset: str | None) -> int | None:
-    return DATASET_SPECS[dataset]["image_size"] if dataset in DATASET_SPECS else None
 
 
 def _counts(sizes, total: int) -> list[int]:

@@ -1,14 +1,9 @@
-"""LitData's StreamingDataLoader, resumed the way zoo's samplers are: a run resumed from a checkpoint reads exactly
-the batches an uninterrupted run would, also across epochs. Imported only by zoo.data.litdata_stream, once LitData
-is known to be installed.
-
-Two behaviours of the plain loader are changed:
-- A loaded state is replayed by every new iterator until one iterator runs to its end. Lightning never runs it to
-  its end (it stops at the loader's length, or at limit_train_batches), so the epoch after the resumed one would
-  replay the resumed one's tail. Here the state applies to the first iterator only.
-- Lightning also keeps the loader's state with its loop and loads it back only when it deems the fit loop to be
-  restarting (not after a checkpoint at an epoch's end). The DataModule's copy, always restored, is the one used:
-  `resume` takes it, and the `load_state_dict` Lightning calls does nothing.
+"""LitData's StreamingDataLoader, resumed the way zoo's samplers are: a resumed run reads exactly the batches an
+uninterrupted run would, also across epochs (imported once LitData is known to be installed). Two changes:
+- The plain loader replays a loaded state in every new iterator until one runs to its end, which Lightning never
+  does; here the state applies to the first iterator only.
+- Lightning loads its own copy of the state back only when it deems the fit loop to be restarting; the
+  DataModule's copy, always restored, is used instead (`resume`), and `load_state_dict` does nothing.
 """
 
 from __future__ import annotations
@@ -31,14 +26,13 @@ class ResumableStreamingLoader(StreamingDataLoader):
     def resume(self, state: dict) -> None:
         """Continue after the batches `state` counts (made by `state_dict` before the interruption)."""
         if state["epoch_finished"]:
-            # Nothing of the epoch is left: the next iterator starts the next epoch, with its own order, as the
-            # uninterrupted run's does (LitData would replay an empty remainder and count an extra epoch).
+            # The next iterator starts the next epoch (LitData would replay an empty remainder and count an epoch).
             self.current_epoch = state["litdata"]["current_epoch"]
             return
         super().load_state_dict(state["litdata"])
 
     def load_state_dict(self, obj: dict) -> None:
-        """Lightning's copy of the state (see the module docstring): the DataModule's is used instead."""
+        """Lightning's copy of the state: the DataModule's is used instead."""
 
     def __iter__(self):
         if self._resumed_pass_started:  # the resumed epoch is over: a new one starts

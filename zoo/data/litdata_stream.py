@@ -1,16 +1,11 @@
-"""Language-model data from object storage through LitData (Lightning's streaming engine), for clusters without a
-shared filesystem: `pip install 'transformer-zoo[litdata]'`.
+"""Language-model data from object storage through LitData, for clusters without a shared filesystem
+(`pip install 'transformer-zoo[litdata]'`).
 
-Preparing (`python -m zoo.data.litdata_stream optimize --shards DIR --output DIR_OR_S3_URL --block-size N`) cuts
-each split of zoo-prepare's token shards into the windows evaluation reads (block_size + 1 tokens starting every
-block_size, so no next-token target is lost) and writes them with `litdata.optimize` as LitData chunks of whole
-windows (`TokensLoader`), under OUTPUT/train and OUTPUT/val, beside OUTPUT/zoo.json (the tokenizer and the
-window size). Training (`data=litdata data.input_dir=...`) streams them with `StreamingDataset` and
-`StreamingDataLoader`: LitData shuffles by (data.seed, epoch), gives every DDP rank its share, and its loader's
-state travels in the checkpoint (`state_dict` below), so a resumed run reads exactly the batches an uninterrupted
-one would.
-
-Only a local directory standing for the bucket is tested; an `s3://` URL goes through LitData's own clients.
+`python -m zoo.data.litdata_stream optimize --shards DIR --output DIR_OR_S3_URL --block-size N` cuts each split of
+zoo-prepare's shards into windows of block_size + 1 tokens starting every block_size and writes them as LitData
+chunks under OUTPUT/train and OUTPUT/val, beside OUTPUT/zoo.json (the tokenizer and the window size). Training
+(`data=litdata data.input_dir=...`) streams them; LitData shuffles by (data.seed, epoch) and shares them between
+ranks, and the loader's state travels in the checkpoint. An `s3://` URL goes through LitData's own clients.
 """
 
 from __future__ import annotations
@@ -39,8 +34,7 @@ SPLITS = ("train", "val")
 
 def import_litdata():
     """litdata, imported only when used: zoo itself runs without it."""
-    # Some releases ask PyPI for a newer one whenever a dataset is made, unless this is set: runs here stay offline.
-    os.environ.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")
+    os.environ.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")  # no PyPI version check: runs stay offline
     try:
         import litdata
     except ImportError as error:
@@ -49,19 +43,17 @@ def import_litdata():
 
 
 def is_remote(location: str) -> bool:
-    """An object-store URL (s3://, gs://, ...), which LitData's clients read; anything else is a local folder."""
+    """An object-store URL (s3://, gs://, ...); anything else is a local folder."""
     return "://" in location
 
 
-# ---- preparing ------------------------------------------------------------------------------------------------------
 def window_count(tokens: int, block_size: int) -> int:
     """Windows of block_size + 1 tokens starting every block_size tokens (DisjointWindows' layout)."""
     return max(0, (tokens - 1) // block_size)
 
 
 def _windows(span: tuple[int, int], *, files: list[str], counts: list[int], dtype: str, block_size: int):
-    """The windows numbered [start, stop) of one split: what `litdata.optimize` runs in each of its workers (a
-    module-level function of plain arguments, so that spawned workers can unpickle it)."""
+    """The windows numbered [start, stop) of one split (module-level, so that spawned workers can unpickle it)."""
     stream = TokenStream([Path(f) for f in files], counts, dtype)
     for index in range(*span):
         yield np.ascontiguousarray(stream[index * block_size : (index + 1) * block_size + 1])
@@ -73,9 +65,7 @@ def split_sources(tokens) -> tuple[list[str], list[int], str]:
     if isinstance(tokens, TokenStream):
         counts = np.diff(np.concatenate([[0], tokens.ends])).tolist()
         return [str(m.filename) for m in tokens.maps], counts, tokens.dtype.name
-    if isinstance(tokens, np.memmap):
-        return [str(tokens.filename)], [len(tokens)], tokens.dtype.name
-    raise TypeError(f"cannot stream tokens held as {type(tokens).__name__}; write them to shards with zoo-prepare")
+    return [str(tokens.filename)], [len(tokens)], tokens.dtype.name
 
 
 def optimize_windows(
@@ -100,8 +90,7 @@ def optimize_windows(
         total = window_count(sum(counts), block_size)
         if total == 0:
             raise ValueError(f"the {split} split has {sum(counts)} tokens: no window of {block_size + 1} fits")
-        # Inputs are spans of whole chunks, and a chunk holds exactly chunk_windows windows, so no window is cut by
-        # a chunk's end (TokensLoader drops a chunk's tail that is not a whole item).
+        # Spans of whole chunks of exactly chunk_windows windows: no window is cut by a chunk's end.
         spans = [(a, min(a + chunk_windows, total)) for a in range(0, total, chunk_windows)]
         litdata.optimize(
             fn=partial(_windows, files=files, counts=counts, dtype=dtype, block_size=block_size),
@@ -113,8 +102,7 @@ def optimize_windows(
             reorder_files=False,
             keep_data_ordered=True,  # worker w writes the spans it is given in order: the items keep their numbers
             mode="overwrite",
-            # spawn (LitData's default) starts a fresh interpreter per worker that imports torch again: tens of
-            # seconds on a small machine, for work that reads a memory map. Nothing here holds CUDA or threads.
+            # spawn (LitData's default) imports torch again in every worker; nothing here holds CUDA or threads.
             start_method="fork" if hasattr(os, "fork") else None,
             verbose=False,
         )
@@ -154,7 +142,6 @@ def read_meta(input_dir: str, cache_dir: Path) -> dict:
     return json.loads(local.read_text(encoding="utf-8"))
 
 
-# ---- training ---------------------------------------------------------------------------------------------------
 def shift_collate(items: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Windows of block_size + 1 tokens -> (inputs, next-token targets), as RandomWindows gives them."""
     batch = torch.stack([torch.as_tensor(np.asarray(w, dtype=np.int64)) for w in items])
@@ -162,17 +149,14 @@ def shift_collate(items: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor
 
 
 class LitDataDataModule(TokenWindowsDataModule):
-    """Causal-LM data streamed by LitData: `python train.py data=litdata data.input_dir=DIR_OR_S3_URL`.
-
-    The windows and the tokenizer are the ones `optimize` wrote; `block_size` must be the one they were written for.
-    `batch_size` is the global batch and `seed` the shuffle's; LitData shares the training windows between DDP ranks
-    and keeps whole batches only. Evaluation reads the val windows in their stored order."""
+    """Causal-LM data streamed by LitData: `python train.py data=litdata data.input_dir=DIR_OR_S3_URL`. The windows
+    and tokenizer are the ones `optimize` wrote, for `block_size`; evaluation reads the val windows in order."""
 
     task, description = "causal_lm", "a language-model text dataset"
 
     def __init__(self, input_dir: str, block_size: int = 64, batch_size: int = 12, **shared) -> None:
         super().__init__(**shared)
-        import_litdata()  # the missing package is named before anything else is read
+        import_litdata()  # a missing package is named first
         if block_size <= 0 or batch_size <= 0:
             raise ValueError(f"block_size ({block_size}) and batch_size ({batch_size}) must be positive")
         self.input_dir = input_dir if is_remote(input_dir) else str(Path(input_dir).resolve())
@@ -208,7 +192,6 @@ class LitDataDataModule(TokenWindowsDataModule):
         )
 
     def _streaming_loader(self, split: str, *, train: bool):
-        import_litdata()
         from .litdata_resume import ResumableStreamingLoader
 
         return ResumableStreamingLoader(
@@ -234,8 +217,7 @@ class LitDataDataModule(TokenWindowsDataModule):
     def test_dataloader(self):
         return self._streaming_loader("val", train=False)
 
-    # Lightning keeps a DataModule's state_dict in every checkpoint and hands it back before the loaders are made:
-    # the training loader's position travels there, as the RNGs travel with RNGStateCheckpoint.
+    # Lightning keeps a DataModule's state_dict in every checkpoint and hands it back before the loaders are made.
     def state_dict(self) -> dict:
         if self._train_loader is None:
             return {}

@@ -17,8 +17,6 @@ from .token_shards import read_manifest, split_tokens
 from .token_windows import TokenWindowsDataModule
 from .tokenizer import load_tokenizer, published_tokenizer_files, tokenizer_from_json
 
-__all__ = ["LanguageModelDataModule", "TokenWindowsDataModule"]  # the base is still importable from here
-
 log = logging.getLogger(__name__)
 
 TOKENIZERS = ("char", "bpe")  # trained here on the training text; anything else is a path to a tokenizer
@@ -28,24 +26,16 @@ TOKENIZER_PATHS = (
 
 
 class LanguageModelDataModule(TokenWindowsDataModule):
-    """Causal-LM data.
+    """Causal-LM data from a named dataset (`dataset="tinyshakespeare"`) or the user's own `text_files`. Without
+    `val_files`, the joined text is split by position: the last `val_fraction` is validation (nanoGPT's 90/10). The
+    test split is the validation split evaluated in full.
 
-    The text is a named dataset (`dataset="tinyshakespeare"`) or the user's own `text_files`. Without
-    `val_files`, the concatenated text is split by position: the first (1 - val_fraction) for training, the
-    rest for validation (nanoGPT's 90/10). The test split is the validation split evaluated in full.
+    The tokenizer: `char` or `bpe` (`bpe_vocab_size` tokens), trained on the text, or a path to a published one or
+    to a zoo checkpoint (.ckpt). `pretrained` (following `model.pretrained`): a pretrained model whose own tokenizer
+    replaces a `char` or `bpe` one; a path in `tokenizer` still wins.
 
-    The tokenizer: `char` or `bpe` (`bpe_vocab_size` tokens), trained on the text, or a path to a published one
-    (a tokenizer.json, a directory holding tokenizer.json or vocab.json + merges.txt) or to a zoo checkpoint
-    (.ckpt), whose stored tokenizer is used. `pretrained` (the configs make it follow `model.pretrained`): a
-    pretrained model (a Hugging Face directory or a zoo .ckpt) whose own tokenizer replaces a `char` or `bpe` one,
-    since a tokenizer trained here could never give the model's ids; a path in `tokenizer` still wins.
-
-    The splits are prepared once as token shards with a manifest (zoo/data/prepare.py, split="position": the same
-    text, cut and tokenizer as ever) in a cache folder keyed by the text files' paths, sizes and modification times,
-    the tokenizer (a given one by a hash of its JSON) and the options; they are read through memory maps, as
-    `data=token_shards` reads zoo-prepare's shards.
-
-    `batch_size` is the global batch; it and the shared options (seed, workers, folders) are ZooDataModule's.
+    The splits are prepared once as token shards (zoo/data/prepare.py, split="position") in a cache folder keyed by
+    the files' paths, sizes and modification times, the tokenizer and the options, and read through memory maps.
     """
 
     task, description = "causal_lm", "a language-model text dataset"
@@ -82,11 +72,9 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         self._given_tokenizer = None  # a published or stored tokenizer, read once
         self._splits: dict = {}  # split -> its tokens: a memory map of its shard (a TokenStream over several)
 
-    # ---- text ------------------------------------------------------------------------------------------------
     def _files(self) -> tuple[list[Path], list[Path] | None]:
         hp = self.hparams
         if hp.dataset is not None:
-            # A shipped dataset (tiny shakespeare) missing from the data folder is decompressed into the cache.
             return self.dataset_files(hp.dataset), None
         train = [Path(p) for p in hp.text_files]
         val = [Path(p) for p in hp.val_files] if hp.val_files else None
@@ -97,10 +85,8 @@ class LanguageModelDataModule(TokenWindowsDataModule):
                 )
         return train, val
 
-    # ---- a tokenizer that is given, not trained ----------------------------------------------------------------
     def _tokenizer_source(self) -> str | None:
-        """The path the tokenizer is read from: `tokenizer` when it is one, else the pretrained model's when there
-        is one; None for a tokenizer trained on the text."""
+        """The path the tokenizer is read from; None for a tokenizer trained on the text."""
         hp = self.hparams
         if hp.tokenizer not in TOKENIZERS:
             return hp.tokenizer
@@ -131,9 +117,7 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         rank_zero_info(f"tokenizer of {path} (data.pretrained), not a {hp.tokenizer} tokenizer trained on the text")
         return self._given_tokenizer
 
-    # ---- the shards and their cache ---------------------------------------------------------------------------
     def _options(self) -> PrepareOptions:
-        """What the shards are made from: the text files, split by position, and the tokenizer."""
         hp = self.hparams
         train, val = self._files()
         source = self._tokenizer_source()
@@ -149,9 +133,8 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         )
 
     def _cache_key(self, options: PrepareOptions) -> str:
-        """The files by path, size and modification time (reading the text to hash it would cost what preparing
-        costs), the options, and a given tokenizer by its whole JSON (vocabulary, merges, normalization, special
-        tokens), not by where it was read from."""
+        """The files by path, size and modification time (hashing the text would cost what preparing costs), the
+        options, and a given tokenizer by its JSON, not by where it was read from."""
         stats = {
             split: [(path, Path(path).stat().st_size, Path(path).stat().st_mtime_ns) for path in paths or []]
             for split, paths in options.inputs.items()
@@ -169,16 +152,14 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         return self.cache_dir / f"{name}-{kind}-{self._cache_key(options)}"
 
     def prepare_data(self) -> None:
-        """Train the tokenizer and write the splits as shards once; later runs, and the other processes of a DDP job
-        (which wait while one prepares: zoo/data/prepare_lock.py), reuse the cached shards."""
+        """Train the tokenizer and write the splits as shards once; later runs and other ranks reuse them."""
         options = self._options()
         folder = self._cache_folder(options)
 
         def make() -> None:
             progress = folder / "progress.json"
             if progress.is_file() and recorded_options(progress) != asdict(options):
-                # Left by an interrupted run that read the same tokenizer from another path (the key is its JSON, the
-                # options name the path). prepare_shards resumes only the same options: start the shards again.
+                # Left by an interrupted run that read the same tokenizer from another path: start again.
                 progress.unlink()
             given = self._given() if self._tokenizer_source() is not None else None
             keys = ("data.text_files", "data.val_files")
@@ -203,7 +184,6 @@ class LanguageModelDataModule(TokenWindowsDataModule):
         self._load()
         return self._tokenizer
 
-    # ---- what the loaders serve --------------------------------------------------------------------------------
     def build_splits(self) -> None:
         self._load()
 

@@ -1,31 +1,20 @@
-"""Token shards made once, outside training: documents streamed from disk, encoded in parallel batches, written
-as flat token files plus a manifest (`zoo-prepare`, zoo/entry/prepare.py).
+"""Token shards made once, outside training (`zoo-prepare`, zoo/entry/prepare.py): documents streamed from disk,
+encoded in parallel batches, written as flat token files plus a manifest.
 
-Memory stays bounded whatever the corpus size and whatever its documents' sizes: documents are read a piece at a
-time (a document longer than `piece_chars` characters in several pieces, cut where the tokens do not change:
-zoo/data/documents.py), encoded `batch_bytes` of text at a time (`tokenizers` spreads a batch over every core), and
-tokens are held until a shard of `shard_tokens` is written. Every document is followed by the tokenizer's
-end-of-text token (character vocabularies have none: a newline, as the corpus reader joined files before). A
-document goes to the validation split by a draw keyed on (seed, its number) alone, so the split does not depend on
-batch or piece sizes or on an interruption; with `val_files` the validation split is those files instead.
+Memory stays bounded whatever the corpus: documents are read a piece of at most `piece_chars` characters at a time
+(cut where the tokens do not change: zoo/data/documents.py), encoded `batch_bytes` of text at a time, and tokens are
+held until a shard of `shard_tokens` is written. split="documents": each document is followed by the end-of-text
+token (a newline for character vocabularies) and goes to validation by a draw keyed on (seed, its number) alone, or
+the `val_files` are validation. split="position" (what LanguageModelDataModule trains on): the files read as plain
+text, joined by a newline, the last `val_fraction` of the characters is validation, nothing is added.
+split="auto": "position" for plain text files read whole, else "documents".
 
-Shards end between two pieces (between documents, unless a document is longer than a piece), and the train and
-validation shards are written together, so the progress file (`progress.json`, replaced atomically after each
-pair) names one piece count from which an interrupted run resumes and makes byte for byte the files an
-uninterrupted one makes. The progress file records every input's size and modification time: a run started again
-over changed input is refused, since it would mix shards of two versions. `manifest.json`, written last, marks the
-output complete: token counts, sha256 of every shard, the tokenizer, the options and inputs that made them. One
-process at a time writes into an output folder: a second is refused (a lock on `.prepare.lock` there).
-
-Before the tokenizer is trained or anything encoded, the split is checked: a split that would be empty stops the
-run at once, in one line, and an error in the input leaves nothing behind that would stop the corrected run.
-
-`split="position"` is the other way to split, the one the small named datasets have always trained on
-(LanguageModelDataModule, nanoGPT's shakespeare_char): every input file read as plain text, the files joined by a
-newline, and the last `val_fraction` of that text, counted in characters, is validation; no end-of-text token is
-added anywhere. See `_position_units` for how it streams. `split="auto"` (zoo-prepare's default) is "position"
-where every input is a plain text file read whole (prepare.documents=file), as `train.py data=text_files` splits
-them, and "documents" otherwise.
+Train and val shards are written together and `progress.json` (replaced atomically after each pair) names the piece
+count an interrupted run resumes from, making the bytes an uninterrupted run makes. It records every input's size
+and modification time: a resume over changed input is refused. `manifest.json`, written last, marks the output
+complete. A split that would be empty is refused before anything is trained or encoded, an input error leaves
+nothing that would stop the corrected run, and a second process writing into the same folder is refused (a lock
+on `.prepare.lock`).
 """
 
 from __future__ import annotations
@@ -43,7 +32,7 @@ import numpy as np
 from .atomic import atomic_write
 from .documents import PIECE_CHARS, Pieces, read_document_pieces, read_text_pieces
 from .prepare_lock import refuse_if_locked
-from .tokenizer import EOS, BPETokenizer, CharTokenizer, load_tokenizer
+from .tokenizer import EOS, BPETokenizer, CharTokenizer, load_tokenizer, tokenizer_from_json
 
 FORMAT = "zoo-token-shards/1"
 SPLITS = ("train", "val")
@@ -60,10 +49,7 @@ class PrepareOptions:
     tokenizer: str = "bpe"  # "char", "bpe" (trained here), or a path to a published tokenizer or a zoo .ckpt
     bpe_vocab_size: int = 4096
     val_fraction: float = 0.1  # of documents (split="documents") or of the text (split="position"), without val_files
-    # "documents": each document drawn to a split by (seed, its number), an end-of-text token after each;
-    # "position": the files' text joined as LanguageModelDataModule always joined it, its last val_fraction is val;
-    # "auto": position for plain text files read whole, documents otherwise (decided before anything is recorded).
-    split: str = "documents"
+    split: str = "documents"  # or "position", or "auto" (decided by resolve_split before anything is recorded)
     seed: int = 0
     documents: str = "file"  # text files: one document per file | paragraphs | lines
     text_field: str = "text"  # JSON lines / Parquet
@@ -74,7 +60,7 @@ class PrepareOptions:
 
 def resolve_split(options: PrepareOptions) -> PrepareOptions:
     """`options` with split="auto" decided: "position" where every input is a plain text file read whole, as
-    `train.py data=text_files` splits them (a single large text file then gets both splits), else "documents"."""
+    `train.py data=text_files` splits them, else "documents"."""
     if options.split != "auto":
         return options
     plain = all(Path(p).suffix.lower() not in STRUCTURED for p in _all_inputs(options))
@@ -87,8 +73,7 @@ def _is_val(seed: int, number: int, fraction: float) -> bool:
     return int.from_bytes(digest, "little") / 2**64 < fraction
 
 
-# A unit of the input: (split, text, ends a document). The units of a run are numbered in order; a progress file
-# records how many were written, and a resumed run skips that many.
+# A unit of the input: (split, text, ends a document), numbered in order; a resumed run skips those written.
 Unit = tuple[str, str, bool]
 
 
@@ -123,9 +108,8 @@ def _joined(paths: list[str], key: str, piece_chars: int) -> Iterator[tuple[str,
 
 
 def _position_cut(options: PrepareOptions, keys: tuple[str, str], piece_chars: int) -> int | None:
-    """Where validation begins in the joined training text (split="position", no val files; None with them),
-    found by reading every file once to count its characters (a chunk at a time). Also checks every file (found,
-    not empty, UTF-8) and that neither split is empty, before the tokenizer is trained or anything encoded."""
+    """Where validation begins in the joined training text (None with val files), found by reading every file once
+    to count its characters; this also checks every file (found, not empty, UTF-8) and that no split is empty."""
     total = sum(len(chunk) for chunk, _ in _joined(options.inputs["train"], keys[0], piece_chars))
     if options.inputs.get("val") is not None:
         for _ in _joined(options.inputs["val"], keys[1], piece_chars):
@@ -144,12 +128,10 @@ def _position_cut(options: PrepareOptions, keys: tuple[str, str], piece_chars: i
 def _position_units(
     options: PrepareOptions, keys: tuple[str, str], piece_chars: int, cut: int | None, file_edges: bool
 ) -> Iterator[Unit]:
-    """The pieces of the joined text (split="position"), in order: each split's text, cut into pieces of at most
-    `piece_chars` characters where its tokens do not change (zoo/data/documents.py), so that encoding them one by
-    one gives the ids of encoding the split whole, as LanguageModelDataModule encoded it, for a character
-    vocabulary, a byte-level BPE (trained here or GPT-2's) and a WordPiece. `file_edges` (a character vocabulary,
-    whose text may be cut anywhere): a piece also ends where a file does, so that shards can end between files.
-    Each split's text ends one "document" (nothing is added after it: the split has no separator)."""
+    """The pieces of the joined text (split="position"), cut where the tokens do not change, so that encoding them
+    one by one gives the ids of encoding each split whole. `file_edges` (a character vocabulary, whose text may be
+    cut anywhere): a piece also ends where a file does, so that shards can end between files. Each split's text
+    ends one "document", with no separator after it."""
     pieces = Pieces(piece_chars)
 
     def chunks(split: str, chunk: str, ends_file: bool) -> Iterator[Unit]:
@@ -178,16 +160,14 @@ def _position_units(
 def _units(
     options: PrepareOptions, keys: tuple[str, str], piece_chars: int, cut: int | None, tokenizer=None
 ) -> Iterator[Unit]:
-    """Every unit of the input, in order. `tokenizer` (None while it is being trained): a character vocabulary
-    lets the position split end a piece at every file's end."""
+    """Every unit of the input, in order (`tokenizer`: None while it is being trained)."""
     if options.split == "position":
         return _position_units(options, keys, piece_chars, cut, file_edges=isinstance(tokenizer, CharTokenizer))
     return _document_units(options, piece_chars, keys)
 
 
 def _check_documents_split(options: PrepareOptions, keys: tuple[str, str], piece_chars: int) -> None:
-    """Refuse, before anything is trained or encoded, inputs that leave a split of documents empty. Reading stops
-    as soon as both splits have a document (the first few documents, unless there are hardly any)."""
+    """Refuse inputs that leave a split of documents empty; reading stops once both splits have a document."""
     read = dict(text_unit=options.documents, text_field=options.text_field, piece_chars=piece_chars)
     val = options.inputs.get("val")
     if val is not None:
@@ -216,7 +196,7 @@ def _check_documents_split(options: PrepareOptions, keys: tuple[str, str], piece
 
 
 def _check_splits(options: PrepareOptions, keys: tuple[str, str], piece_chars: int) -> int | None:
-    """Check that both splits will have text (see the two checks); the position split's cut, or None."""
+    """Check that both splits will have text; the position split's cut, or None."""
     if options.split == "position":
         return _position_cut(options, keys, piece_chars)
     _check_documents_split(options, keys, piece_chars)
@@ -230,8 +210,7 @@ def build_tokenizer(
     piece_chars: int = PIECE_CHARS,
     cut: int | None = None,
 ):
-    """The tokenizer the shards are encoded with: loaded, or trained on a streamed pass over the input. `cut`: the
-    position split's (`_position_cut`)."""
+    """The tokenizer the shards are encoded with: loaded, or trained on a streamed pass over the input."""
     if options.tokenizer not in ("char", "bpe"):
         return load_tokenizer(options.tokenizer)  # a published tokenizer, or the one a zoo checkpoint stores
     position = options.split == "position"
@@ -239,23 +218,21 @@ def build_tokenizer(
         cut = _position_cut(options, keys, piece_chars)
     units = _units(options, keys, piece_chars, cut)
     if options.tokenizer == "char":
-        # Every character of every split must have an id. Position split: exactly the characters of the text, as
-        # CharTokenizer.train(train_text + val_text) had them; documents: a newline too, their separator.
+        # Every character of every split has an id; documents also need a newline, their separator.
         chars: set[str] = set()
         for _, text, _ in units:
             chars.update(text)
         return CharTokenizer("".join(sorted(chars if position else chars | {"\n"})))
     if position:
-        # As LanguageModelDataModule trained it (BPETokenizer.train): on the lines of the whole training text (no
-        # tokenizer_sample_bytes). The pieces are cut where no pre-token spans the cut, so their lines give the
-        # trainer the words (pre-tokens) of the text's lines, and the same merges.
+        # As BPETokenizer.train: on the lines of the whole training text (no tokenizer_sample_bytes); no pre-token
+        # spans a cut between pieces, so the merges are the same.
         def lines() -> Iterator[str]:
             for split, text, _ in units:
                 if split != "train":
                     return  # the training text comes first
                 yield from text.splitlines(keepends=True)
 
-        return BPETokenizer.train_from_documents(lines(), options.bpe_vocab_size)  # batches of 1000, as train
+        return BPETokenizer.train_from_documents(lines(), options.bpe_vocab_size)
 
     def sample() -> Iterator[str]:
         seen = 0
@@ -281,7 +258,7 @@ def separator_id(tokenizer) -> int:
 def encode_batch(tokenizer, texts: list[str]) -> list[np.ndarray]:
     """Token ids of each text, as encoding it alone gives."""
     if isinstance(tokenizer, CharTokenizer):
-        # Code points looked up in the sorted vocabulary: no Python loop over characters.
+        # Code points looked up in the sorted vocabulary, with no Python loop over characters.
         vocab = np.frombuffer(tokenizer.chars.encode("utf-32-le"), dtype=np.uint32)
         order = np.argsort(vocab)
         out = []
@@ -293,9 +270,7 @@ def encode_batch(tokenizer, texts: list[str]) -> list[np.ndarray]:
             out.append(order[where].astype(np.int64))
         return out
     if isinstance(tokenizer, BPETokenizer):
-        # encode_batch_fast: the same ids without the character offsets of every token, which shards do not keep.
         return [np.asarray(e.ids, dtype=np.int64) for e in tokenizer.tokenizer.encode_batch_fast(texts)]
-    # Another kind a zoo checkpoint may store (WordPiece): its own encode, which adds no special tokens.
     return [np.asarray(tokenizer.encode(text), dtype=np.int64) for text in texts]
 
 
@@ -312,8 +287,7 @@ class _ShardSet:
         self.counts[split] += len(ids)
 
     def flush(self, pieces_done: int) -> None:
-        """Write the buffered tokens of each split as its next shard, then record the progress: the units (pieces)
-        written, and for the log the documents they complete."""
+        """Write the buffered tokens of each split as its next shard, then record the progress."""
         for split in SPLITS:
             if not self.counts[split]:
                 continue
@@ -338,12 +312,8 @@ def prepare_shards(
     tokenizer=None,
     input_keys: tuple[str, str] = ("data.text_files", "data.val_files"),
 ) -> dict:
-    """Make (or finish, or find made) the shards of `options` in `output_dir`; returns the manifest.
-
-    `piece_chars`: the longest text encoded in one piece (a longer document is cut into pieces; a resumed run keeps
-    the one it began with). `tokenizer`: the tokenizer `options.tokenizer` names, already loaded
-    (LanguageModelDataModule reads a given one once, for its cache key), instead of loading it again. `input_keys`:
-    what the train and val inputs are called in the errors that name a missing, empty or non-UTF-8 file."""
+    """Make (or finish, or find made) the shards of `options` in `output_dir`; returns the manifest. `tokenizer`: the
+    one `options.tokenizer` names, already loaded; `input_keys`: what the inputs are called in the errors."""
     check_options(options)
     options = resolve_split(options)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -382,7 +352,7 @@ def _prepare_locked(options, output_dir: Path, batch_bytes, piece_chars, log, to
         piece_chars = progress["piece_chars"]  # the pieces are counted as they were cut: the same size
     cut = _check_splits(options, input_keys, piece_chars)  # before a tokenizer is trained or a token encoded
     if progress is not None:
-        tokenizer = _tokenizer_from(progress["tokenizer"])
+        tokenizer = tokenizer_from_json(progress["tokenizer"])
         log(f"resuming after document {progress['documents_done']:,} ({progress_path})")
     else:
         if tokenizer is None:
@@ -401,8 +371,7 @@ def _prepare_locked(options, output_dir: Path, batch_bytes, piece_chars, log, to
         manifest = _encode(options, output_dir, progress, tokenizer, cut, batch_bytes, input_keys)
         manifest["seconds"] = round(time.perf_counter() - started, 3)
     except ValueError:
-        # Bad input found while encoding (a file not UTF-8, a row without text, a split without tokens): what was
-        # written cannot be resumed once the input is corrected (it changes), so nothing is left to refuse that run.
+        # Bad input found while encoding: the corrected input changes, so nothing written could be resumed.
         _remove_partial(output_dir)
         raise
     atomic_write(manifest_path, json.dumps(manifest, indent=1))  # last: marks the output complete
@@ -422,7 +391,6 @@ def _encode(options, output_dir: Path, progress: dict, tokenizer, cut, batch_byt
     """Encode the units not written yet into shards; the manifest of the whole (not yet written)."""
     dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32)
     position = options.split == "position"
-    # The position split adds nothing between files: the text is one stream, as the named datasets always had it.
     separator = np.zeros(0, dtype=np.int64) if position else np.asarray([separator_id(tokenizer)], dtype=np.int64)
     shards = _ShardSet(output_dir, dtype, progress)
     done = progress["pieces_done"]
@@ -459,18 +427,11 @@ def _encode(options, output_dir: Path, progress: dict, tokenizer, cut, batch_byt
         "tokens": {s: sum(x["tokens"] for x in progress["shards"][s]) for s in SPLITS},
     }
     del manifest["documents_done"], manifest["pieces_done"]
-    if not manifest["tokens"]["train"] or not manifest["tokens"]["val"]:
-        # Checked before encoding (_check_splits); what is left: a tokenizer that gives no ids for the text.
-        empty = "train" if not manifest["tokens"]["train"] else "val"
-        raise ValueError(
-            f"the {empty} split of {', '.join(_all_inputs(options))} has no tokens: the tokenizer gives no ids "
-            "for its text; give more text, or another data.tokenizer"
-        )
     return manifest
 
 
 def _input_stats(options: PrepareOptions, keys: tuple[str, str]) -> list[dict]:
-    """Every input's path, size and modification time: what a resumed run checks it reads the same files by."""
+    """Every input's path, size and modification time, which a resumed run checks."""
     stats = []
     for split, key in zip(SPLITS, keys):
         for path in options.inputs.get(split) or []:
@@ -483,8 +444,6 @@ def _input_stats(options: PrepareOptions, keys: tuple[str, str]) -> list[dict]:
 
 
 def _check_unchanged(recorded: list[dict], now: list[dict], output_dir: Path) -> None:
-    """Refuse to resume over input that changed since the interrupted run began: its shards and the rest would
-    come from two versions of it."""
     for before, after in zip(recorded, now):
         if before != after:
             raise ValueError(
@@ -495,9 +454,7 @@ def _check_unchanged(recorded: list[dict], now: list[dict], output_dir: Path) ->
 
 
 def _remove_partial(output_dir: Path) -> None:
-    """Delete the progress file and the shards of an unfinished output (and the temporary files of its writes)."""
-    if (output_dir / "manifest.json").exists():
-        return
+    """Delete the progress file, shards and temporary files of an unfinished output."""
     for path in output_dir.iterdir():
         if path.name == "progress.json" or SHARD_NAME.fullmatch(path.name) or path.name.endswith(".tmp"):
             path.unlink(missing_ok=True)
@@ -514,16 +471,9 @@ def check_options(options: PrepareOptions) -> None:
 
 
 def recorded_options(path: Path) -> dict:
-    """The options a manifest or progress file records. Files made before `split` existed split by document and
-    do not name it: they are read as saying so, so that the same command still finds or finishes them."""
+    """The options a manifest or progress file records (files made before `split` existed split by document)."""
     return {"split": "documents", **json.loads(path.read_text())["options"]}
 
 
 def _all_inputs(options: PrepareOptions) -> list[str]:
     return [*options.inputs["train"], *(options.inputs.get("val") or [])]
-
-
-def _tokenizer_from(data: str):
-    from .tokenizer import tokenizer_from_json
-
-    return tokenizer_from_json(data)

@@ -1,17 +1,11 @@
 """One process prepares a cache, the others wait for it and read what it made.
 
-Under DDP every process builds its DataModule and reads the tokenizer before the trainer exists (the model's
-vocabulary comes from the data), so Lightning's `prepare_data` hook, which runs on one rank before a barrier, comes
-too late: processes started together (torchrun, srun) would all tokenize the same corpus at once. An exclusive lock
-on a file beside the cache serialises them instead: the first makes the cache, the others block, then find it
-complete and only read it. The lock lives with the cache, so there is one preparation per file system: per node
-when each node has its own cache folder, per job when the folder is shared.
-
-A process that dies holding the lock loses it with its life (the kernel drops flock locks), and what it left is
-never taken as complete: every cache writes its marker file last.
-
-`refuse_if_locked` is the other use of such a lock: a folder that one process at a time writes into, where a second
-one is a mistake (two `zoo-prepare` runs with one prepare.output_dir) and is refused at once instead of waiting.
+Under DDP every process reads the tokenizer before the trainer exists (the model's vocabulary comes from the data),
+so Lightning's `prepare_data` hook comes too late: processes started together would all tokenize the same corpus.
+An exclusive flock on a file beside the cache serialises them: the first makes the cache, the others wait, then find
+it complete. A process that dies loses its lock, and every cache writes its marker file last, so what it left is
+never taken as complete. `refuse_if_locked`: a folder that one process at a time writes into (zoo-prepare's
+output), where a second one is refused at once instead of waiting.
 """
 
 from __future__ import annotations
@@ -48,8 +42,6 @@ def prepare_once(marker: Path, make: Callable[[], None], *, what: str) -> bool:
                 return False
             log.info(f"preparing {what} in {marker.parent} (process {os.getpid()})")
             make()
-            if not marker.exists():
-                raise RuntimeError(f"preparing {what} did not write {marker}")  # a bug of the caller, not of data
             return True
         finally:
             if fcntl is not None:
@@ -64,8 +56,7 @@ def lock_file(marker: Path) -> Path:
 @contextlib.contextmanager
 def refuse_if_locked(lock: Path, refusal: Callable[[str], str]) -> Iterator[None]:
     """Hold an exclusive lock on the file `lock` while the block runs; when another process holds it, raise at once
-    a ValueError with `refusal(holder)`, `holder` naming that process ("process 1234") as far as the lock file
-    tells. The file is left in place (removing a lock file races with the next process to open it)."""
+    a ValueError with `refusal(holder)` ("process 1234"). The file is left in place (removing it would race)."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as handle:
         if fcntl is not None:

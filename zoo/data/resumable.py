@@ -1,11 +1,8 @@
 """Shuffling samplers whose order depends only on (seed, epoch), so that a resumed run continues exactly.
 
-torch's RandomSampler draws its order from the global RNG when the loader is iterated, and Lightning does not
-fast-forward it on resume: a run resumed mid-epoch would replay the start of a new order. Here the position is
-derived from the trainer's global step instead, which the checkpoint restores (`resumable_sampler`).
-
-They are DistributedSamplers (sharded by rank), so Lightning uses them as they are instead of wrapping them in
-another distributed sampler; they count their own epochs (see `set_epoch`). A subclass changes only `order`.
+torch's RandomSampler draws its order from the global RNG and Lightning does not fast-forward it on resume; here
+the position is derived from the trainer's global step, which the checkpoint restores (`resumable_sampler`). They
+are DistributedSamplers, so Lightning does not wrap them; a subclass changes only `order`.
 """
 
 from __future__ import annotations
@@ -27,17 +24,9 @@ class ResumableShuffle(DistributedSampler):
         """All indices of one epoch, in the order the ranks share them (rank r takes positions r, r+W, ...)."""
         return torch.randperm(len(self.dataset), generator=generator).tolist()
 
-    def set_position(self, samples_consumed: int) -> None:
-        """Continue after `samples_consumed` samples of this rank, counted over all epochs."""
-        self.epoch, self.start = divmod(samples_consumed, len(self))
-
     def set_step(self, steps: int, *, batch_size: int, accumulate: int = 1, limit_batches: int | float = 1.0):
-        """Continue after `steps` optimizer steps of `accumulate` batches of `batch_size` samples each.
-
-        An epoch is the whole batches of `len(self)` samples (the loader drops the last partial one), cut to
-        `limit_batches` as Lightning's limit_train_batches does; its last optimizer step may take fewer batches,
-        as Lightning steps at the end of every epoch.
-        """
+        """Continue after `steps` optimizer steps of `accumulate` batches of `batch_size` samples each. An epoch is
+        the whole batches of `len(self)` samples, cut to `limit_batches` as Lightning's limit_train_batches does."""
         check_fills_a_batch(self, batch_size, accumulate=accumulate)
         whole = len(self) // batch_size
         batches = min(whole, limit_batches) if isinstance(limit_batches, int) else int(whole * limit_batches)
@@ -55,8 +44,7 @@ class ResumableShuffle(DistributedSampler):
         finished, so a resumed run would jump to a new order. The epoch here follows the samples consumed."""
 
     def __iter__(self):
-        # The epoch advances when an iteration starts, not when it is exhausted: with limit_train_batches the
-        # loader is left unfinished, and the next epoch must still get a new order.
+        # The epoch advances when an iteration starts: with limit_train_batches the loader is left unfinished.
         epoch, start = self.epoch, self.start
         self.epoch, self.start = epoch + 1, 0  # the skip applies to the first pass after a resume only
         order = self.order(torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
@@ -80,9 +68,8 @@ def check_fills_a_batch(sampler: ResumableShuffle, batch_size: int, *, accumulat
 
 
 def resumable_sampler(dataset, *, seed: int, trainer, batch_size: int, kind=ResumableShuffle, **kwargs):
-    """A sampler of `kind` for this trainer's rank, positioned after the optimizer steps it has already taken (the
-    step is restored from a checkpoint before the training loader is built). `batch_size` is the number of
-    dataset items one loader batch takes (1 when the items are batches themselves)."""
+    """A sampler of `kind` for this trainer's rank, positioned after the optimizer steps it has already taken.
+    `batch_size`: dataset items per loader batch (1 when the items are batches themselves)."""
     rank, world, step, accumulate, limit = 0, 1, 0, 1, 1.0
     if trainer is not None:
         rank, world = trainer.global_rank, trainer.world_size
@@ -93,8 +80,8 @@ def resumable_sampler(dataset, *, seed: int, trainer, batch_size: int, kind=Resu
 
 
 def loader_generator(seed: int) -> torch.Generator:
-    """For DataLoader(generator=...): creating a loader iterator draws a worker seed from this generator; from the
-    global RNG it would shift the dropout masks of a resumed run."""
+    """For DataLoader(generator=...): an iterator draws a seed from it; from the global RNG it would shift the
+    dropout masks of a resumed run."""
     return torch.Generator().manual_seed(seed)
 
 

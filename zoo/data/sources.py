@@ -1,20 +1,23 @@
 """Where dataset files come from, in this order: the data directory (`ZOO_DATA_DIR`, else ./data), a copy shipped
-inside the package (tiny shakespeare), then a download from the canonical URL, checked by sha256.
-
-`download` (the `data.download` option) decides the last step: "auto" (the configs' default) fetches a missing file
-unless `ZOO_OFFLINE=1` is set; true fetches it always; false never does. Whatever is not found ends in one error
-that names the path looked at and how to provide the file.
+inside the package (tiny shakespeare), then a download from the canonical URL, checked by sha256, as `data.download`
+allows: "auto" unless `ZOO_OFFLINE=1` is set, true always, false never.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
+import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .builtin import has_builtin, materialize_builtin
-from .download import DownloadError, fetch
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from .atomic import replacing
+from .builtin import BUILTIN_FILES, materialize_builtin
 
 
 @dataclass(frozen=True)
@@ -106,39 +109,65 @@ DATASETS["sst2"] = _files(
     },
 )
 
+CHUNK = 1 << 16
+
+
+class DownloadError(OSError):
+    """The file could not be fetched (no network, unknown host, HTTP error, connection cut)."""
+
+
+def _received(url: str, timeout: float):
+    """(Content-Length or None, chunk) for each chunk of the response; every network failure becomes one
+    DownloadError naming the URL."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            size = response.headers.get("Content-Length")
+            size = int(size) if size and size.isdigit() else None
+            yield size, b""
+            for chunk in iter(lambda: response.read(CHUNK), b""):
+                yield size, chunk
+    except urllib.error.HTTPError as error:
+        raise DownloadError(f"{url}: HTTP {error.code} {error.reason}") from error
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+        reason = getattr(error, "reason", None) or error
+        raise DownloadError(f"{url}: {reason}") from error
+
+
+def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None:
+    """Download `url` to `target` (atomically, with a progress bar on a terminal's stderr) and keep it only if its
+    sha256 is `sha256`: DownloadError when the server cannot be reached or answers with an error, ValueError when the
+    checksum differs; a refused or interrupted download leaves nothing behind."""
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with replacing(target) as tmp:
+        digest = hashlib.sha256()
+        with open(tmp, "wb") as out, Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:
+            task = None
+            # Only the network side is a DownloadError: a failed write stays the OSError it is.
+            for size, chunk in _received(url, timeout):
+                if task is None:
+                    task = bar.add_task(f"downloading {target.name}", total=size)
+                out.write(chunk)
+                digest.update(chunk)
+                bar.advance(task, len(chunk))
+        got = digest.hexdigest()
+        if got != sha256:
+            raise ValueError(
+                f"download of {url} has sha256 {got}, expected {sha256}; not saved (a changed or "
+                "corrupted file upstream, or a proxy page: fetch it by hand and check it)"
+            )
+
+
 DOWNLOAD_MODES = ("auto", True, False)
 
 
-def default_data_dir() -> Path:
-    return Path(os.environ.get("ZOO_DATA_DIR", "data"))
-
-
-def default_cache_dir(data_dir: Path) -> Path:
-    return Path(os.environ["ZOO_CACHE_DIR"]) if os.environ.get("ZOO_CACHE_DIR") else data_dir / "cache"
-
-
 def data_dirs(data_dir: str | Path | None = None, cache_dir: str | Path | None = None) -> tuple[Path, Path]:
-    """The data and cache directories: the given ones, else ZOO_DATA_DIR (./data) and ZOO_CACHE_DIR (<data>/cache).
-    The one place both are resolved, so that a DataModule and a dataset lookup never disagree."""
-    root = Path(data_dir) if data_dir else default_data_dir()
-    return root, Path(cache_dir) if cache_dir else default_cache_dir(root)
+    """The data and cache directories: the given ones, else ZOO_DATA_DIR (./data) and ZOO_CACHE_DIR (<data>/cache)."""
+    root = Path(data_dir or os.environ.get("ZOO_DATA_DIR", "data"))
+    return root, Path(cache_dir or os.environ.get("ZOO_CACHE_DIR") or root / "cache")
 
 
 def offline() -> bool:
     return os.environ.get("ZOO_OFFLINE", "").strip().lower() in ("1", "true", "yes")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def download(file: DatasetFile, target: Path) -> None:
-    """Fetch `file.url` to `target` (atomically, with a progress bar), refusing it unless its sha256 matches."""
-    fetch(file.url, file.sha256, target)
 
 
 def download_mode(value) -> str | bool:
@@ -157,8 +186,7 @@ def resolve_dataset(
     download_missing: str | bool = False,
     cache_dir: str | Path | None = None,
 ) -> list[Path]:
-    """Local paths of a named dataset's files: from the data directory, else the copy shipped in the package
-    (decompressed into `cache_dir`), else downloaded into the data directory as `download_missing` allows."""
+    """Local paths of a named dataset's files, found or fetched (see the module docstring)."""
     if name not in DATASETS:
         raise ValueError(
             f"unknown dataset '{name}'; known: {', '.join(DATASETS)} (or point the data config at your own files)"
@@ -172,7 +200,7 @@ def _locate(name: str, file: DatasetFile, root: Path, cache: Path, mode: str | b
     path = root / file.relpath
     if path.is_file():
         return path
-    if has_builtin(file.relpath):
+    if file.relpath in BUILTIN_FILES:
         return materialize_builtin(file.relpath, file.sha256, cache)
     provide = f"Set ZOO_DATA_DIR to a folder holding {file.relpath} (or copy the file to that path)"
     if mode is False or (mode == "auto" and offline()):
@@ -182,7 +210,7 @@ def _locate(name: str, file: DatasetFile, root: Path, cache: Path, mode: str | b
             f"downloaded). {provide}, or pass data.download=true to fetch it from {file.url}"
         )
     try:
-        download(file, path)
+        fetch(file.url, file.sha256, path)
     except DownloadError as error:
         raise FileNotFoundError(
             f"dataset '{name}' not found: looked for {path.resolve()}, and downloading it failed ({error}). {provide}"

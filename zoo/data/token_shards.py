@@ -1,10 +1,6 @@
-"""Language-model training from the token shards `zoo-prepare` made (zoo/data/prepare.py).
-
-The shards are memory-mapped and read as one token stream per split: a window may span two shards. Nothing at
-start-up grows with the corpus: the manifest names the shards and their token counts (checked against the files'
-sizes; `verify=true` also checks every shard's sha256, which reads them all), the training order is a keyed
-permutation computed per window (zoo/data/counter_shuffle.py), and the tokenizer is the one the shards were
-encoded with, stored in the manifest.
+"""Language-model training from the token shards `zoo-prepare` made (zoo/data/prepare.py), memory-mapped and read
+as one token stream per split. Nothing at start-up grows with the corpus: the manifest's token counts are checked
+against the files' sizes (`verify=true` also checks every sha256), and the training order is computed per window.
 """
 
 from __future__ import annotations
@@ -47,15 +43,14 @@ class TokenStream:
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        # What np.asarray gives (the lab's n-gram references read a split whole): every shard, read into memory.
+        # np.asarray: every shard, read into memory (the lab's n-gram references).
         whole = self[:]
         return whole if dtype is None else whole.astype(dtype)
 
 
 def split_tokens(directory: Path, manifest: dict, split: str) -> np.ndarray | TokenStream:
-    """The tokens of one split of the shards in `directory`: the shard's memory map itself when the split is one
-    shard (as the small named datasets always are, so their tokens stay the plain array they always were), else a
-    TokenStream over all of them."""
+    """The tokens of one split of the shards in `directory`: the shard's memory map when the split is one shard,
+    else a TokenStream over all of them."""
     shards = manifest["shards"][split]
     files = [directory / s["file"] for s in shards]
     if len(files) == 1:
@@ -91,11 +86,7 @@ def read_manifest(directory: Path, *, verify: bool = False) -> dict:
 
 
 class TokenShardsDataModule(TokenWindowsDataModule):
-    """Causal-LM data from zoo-prepare's shards: `python train.py data=token_shards data.shards=DIR`.
-
-    `batch_size` is the global batch; it and the shared options (seed, workers) are ZooDataModule's. Training
-    windows start at every offset of the training stream, in a keyed order that resumes exactly; validation
-    reads disjoint windows of the validation stream."""
+    """Causal-LM data from zoo-prepare's shards: `python train.py data=token_shards data.shards=DIR`."""
 
     task, description = "causal_lm", "a language-model text dataset"
 

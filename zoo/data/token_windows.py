@@ -1,8 +1,4 @@
-"""The base of the causal-LM DataModules: windows of block_size tokens over one token array per split.
-
-Its own module so that the LM DataModule (zoo/data/lm.py) and the token-shard one (zoo/data/token_shards.py) can
-both build on it while lm.py also reads the shards that token_shards.py opens (no import cycle between the two).
-"""
+"""The base of the causal-LM DataModules (its own module, so that lm.py and token_shards.py both build on it)."""
 
 from __future__ import annotations
 
@@ -11,9 +7,8 @@ from .windows import DisjointWindows, RandomWindows
 
 
 class TokenWindowsDataModule(ZooDataModule):
-    """Causal-LM data as windows of block_size tokens over one token array per split ("train", "val"), which a
-    subclass gives by `tokens(split)`, with its `tokenizer`. Training windows start at every offset; evaluation
-    reads disjoint windows, and the test split is the validation split in full."""
+    """Causal-LM data as windows of block_size tokens over the token array a subclass gives by `tokens(split)`.
+    Training windows start at every offset; evaluation reads disjoint windows of "val" (also the test split)."""
 
     def tokens(self, split: str):
         raise NotImplementedError

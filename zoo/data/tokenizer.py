@@ -1,10 +1,10 @@
-"""Tokenizers for language modelling: characters, or a byte-level BPE trained with `tokenizers`.
-
-Both serialize to a JSON string that is stored in checkpoints, so sampling never depends on the data folder.
+"""Tokenizers for language modelling: characters, or a byte-level BPE trained with `tokenizers`. Both serialize to
+a JSON string that checkpoints store, so sampling never depends on the data folder.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,26 +59,19 @@ class BPETokenizer:
 
     @classmethod
     def train(cls, text: str, vocab_size: int) -> BPETokenizer:
-        lines = text.splitlines(keepends=True)
-        return cls._train((lines[i : i + 1000] for i in range(0, len(lines), 1000)), vocab_size)
+        return cls.train_from_documents(iter(text.splitlines(keepends=True)), vocab_size)
 
     @classmethod
     def train_from_documents(cls, documents: Iterator[str], vocab_size: int) -> BPETokenizer:
-        """Trained on a stream of documents (zoo-prepare): only a batch of them is in memory at a time."""
-        return cls._train(batched(documents, 1000), vocab_size)
-
-    @classmethod
-    def _train(cls, batches: Iterator[list[str]], vocab_size: int) -> BPETokenizer:
-        tokenizer = Tokenizer(models.BPE())
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tokenizer.decoder = decoders.ByteLevel()
+        """Trained on a stream of documents: only a batch of 1000 of them is in memory at a time."""
+        tokenizer = _byte_level(Tokenizer(models.BPE()))
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
             special_tokens=[EOS],
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        tokenizer.train_from_iterator(batches, trainer)
+        tokenizer.train_from_iterator(batched(documents, 1000), trainer)
         return cls(tokenizer)
 
     @property
@@ -95,15 +88,17 @@ class BPETokenizer:
         return json.dumps({"kind": self.kind, "tokenizer": self.tokenizer.to_str()})
 
 
-def batched(items: Iterator[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
+def batched(items, size: int) -> Iterator[list[str]]:
+    items = iter(items)
+    while batch := list(itertools.islice(items, size)):
         yield batch
+
+
+def _byte_level(tokenizer: Tokenizer) -> Tokenizer:
+    """GPT-2's pre-tokenizer and decoder on `tokenizer`."""
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
 
 
 def load_published_tokenizer(path: str | Path) -> BPETokenizer:
@@ -119,10 +114,7 @@ def load_published_tokenizer(path: str | Path) -> BPETokenizer:
             raise ValueError(f"{path} is not a tokenizer.json that `tokenizers` reads: {e}") from None
     vocab, merges = path / "vocab.json", path / "merges.txt"
     if path.is_dir() and vocab.is_file() and merges.is_file():
-        tokenizer = Tokenizer(models.BPE.from_file(str(vocab), str(merges)))
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tokenizer.decoder = decoders.ByteLevel()
-        return BPETokenizer(tokenizer)
+        return BPETokenizer(_byte_level(Tokenizer(models.BPE.from_file(str(vocab), str(merges)))))
     raise FileNotFoundError(
         f"no tokenizer at {path.resolve()}: give char, bpe, a tokenizer.json, or a directory holding tokenizer.json "
         "or vocab.json + merges.txt"

@@ -1,15 +1,8 @@
 """Translation DataModule: parallel text -> subword BPE (cached) -> batches by token count, bucketed by length.
 
-Multi30k (German-English image descriptions) is the named dataset: `<split>.de.gz` / `<split>.en.gz`, aligned by
-line, with the splits train / val / test_2016_flickr. German to English by default; swap source_lang and
-target_lang for English to German.
-
-What happens to awkward input:
-- parallel files with different line counts: ValueError naming both files and both counts.
-- a pair with an empty (or all-whitespace) side: skipped, with a warning that counts them. An empty sentence has
-  nothing to learn from and no reference to score.
-- a pair longer than `max_length` tokens on either side (EOS included): dropped from training (with a warning);
-  in val/test the sides are truncated to max_length (with a warning), so the evaluation set stays complete.
+Multi30k is the named dataset: `<split>.<lang>.gz`, aligned by line. A pair with an empty side is skipped, with a
+warning; a pair longer than `max_length` tokens on either side is dropped from training and truncated in val/test
+(so the evaluation set stays complete), with a warning.
 """
 
 from __future__ import annotations
@@ -61,11 +54,8 @@ def read_parallel(source_path: Path, target_path: Path) -> tuple[list[str], list
 
 
 def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, seed: int | None) -> list[np.ndarray]:
-    """Group sentence indices into batches of at most `max_tokens` padded tokens (sentences x the longest side).
-
-    Sentences are sorted by length first (bucketing), so that a batch holds similar lengths and little padding;
-    with a seed, equal lengths are shuffled. A single pair longer than max_tokens forms a batch of its own.
-    """
+    """Group sentence indices into batches of at most `max_tokens` padded tokens (sentences x the longest side),
+    sorted by length (with a seed, equal lengths are shuffled); a pair longer than max_tokens is a batch alone."""
     n = len(src_lens)
     tie_break = np.random.default_rng(seed).permutation(n) if seed is not None else np.arange(n)
     order = np.lexsort((tie_break, tgt_lens, src_lens))
@@ -82,8 +72,7 @@ def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, se
 
 
 class TokenBatches(Dataset):
-    """A dataset whose items are whole, padded batches (so that a DistributedSampler shards batches, not
-    sentences, and Lightning needs no custom batch sampler)."""
+    """A dataset whose items are whole, padded batches (so that a DistributedSampler shards batches)."""
 
     def __init__(
         self,
@@ -118,18 +107,15 @@ class TokenBatches(Dataset):
             batch.tgt_in[row, 1 : len(y) + 1] = y
             batch.labels[row, : len(y)] = y
             batch.labels[row, len(y)] = EOS_ID
-        if self.tgt_text is not None:  # evaluation: the raw text, for BLEU references and logged examples
+        if self.tgt_text is not None:  # evaluation: the raw text, for BLEU
             batch.src_text = [self.src_text[j] for j in idx]
             batch.ref_text = [self.tgt_text[j] for j in idx]
         return batch
 
 
 class TranslationDataModule(ZooDataModule):
-    """Parallel-text data for sequence-to-sequence translation.
-
-    `max_tokens` is the global batch in padded tokens per side; each device gets max_tokens / (world_size x
-    accumulate_grad_batches). `vocab_size` is the joint BPE's size, or each language's with joint_vocab=false.
-    """
+    """Parallel-text data for translation. `max_tokens` is the global batch in padded tokens per side; `vocab_size`
+    is the joint BPE's size, or each language's with joint_vocab=false."""
 
     task, description = "seq2seq", "a translation dataset"
     batch_option, batch_unit = "max_tokens", ", in tokens"
@@ -160,12 +146,6 @@ class TranslationDataModule(ZooDataModule):
         self._encoded: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         self._text: dict[str, tuple[list[str], list[str]]] = {}
 
-    @property
-    def per_device_max_tokens(self) -> int:
-        """A device's share of `max_tokens` (the base's per-device batch, counted in tokens)."""
-        return self.per_device_batch_size
-
-    # ---- files and cache -----------------------------------------------------------------------------
     def split_files(self, split: str) -> tuple[Path, Path]:
         hp = self.hparams
         name = {"train": hp.train_split, "val": hp.val_split, "test": hp.test_split}[split]
@@ -192,7 +172,6 @@ class TranslationDataModule(ZooDataModule):
     def prepare_data(self) -> None:
         """Train the BPE on the training split and encode every split once; later runs reuse the cache."""
         folder = self._cache_folder()
-        # One process of a DDP job encodes; the others wait and read the cache (zoo/data/prepare_lock.py).
         prepare_once(folder / "tokenizer.json", lambda: self._encode_into(folder), what="the encoded sentence pairs")
 
     def _encode_into(self, folder: Path) -> None:
@@ -239,7 +218,6 @@ class TranslationDataModule(ZooDataModule):
 
     @property
     def model_fields(self) -> dict:
-        """Model config fields this data determines (filled into `model.net` by train.py)."""
         tok = self.tokenizer
         return {
             "src_vocab_size": tok.src_vocab_size,
@@ -256,15 +234,13 @@ class TranslationDataModule(ZooDataModule):
             self._text[split] = read_parallel(*self.split_files(split))
         return self._text[split]
 
-    # ---- what the loaders serve ------------------------------------------------------------------------------
     def build_splits(self) -> None:
         self._load()
 
     def loader_batch_size(self, train: bool) -> None:
-        return None  # the items are whole batches of about per_device_max_tokens tokens
+        return None  # the items are whole batches
 
     def train_dataset(self) -> TokenBatches:
-        # The batches themselves are shuffled by seed and position (one item = one batch).
         return self._dataset("train", seed=self.hparams.seed)
 
     def eval_dataset(self, split: str) -> TokenBatches:
@@ -292,5 +268,5 @@ class TranslationDataModule(ZooDataModule):
                 tgt = [y[: limit - 1] for y in tgt]
                 src_lens, tgt_lens = np.minimum(src_lens, limit), np.minimum(tgt_lens, limit)
             src_text, tgt_text = self.texts(split)
-        batches = make_batches(src_lens, tgt_lens, self.per_device_max_tokens, seed)
+        batches = make_batches(src_lens, tgt_lens, self.per_device_batch_size, seed)
         return TokenBatches(src, tgt, batches, src_text, tgt_text)

@@ -1,21 +1,22 @@
-"""BERT's WordPiece tokenizer: trained with Hugging Face `tokenizers`, or read from a vocab.txt or tokenizer.json
-(Hugging Face BERT checkpoints ship one or both), so that their weights and ours see the same ids.
-
-Normalization and pre-tokenization are BERT's own (BertNormalizer: clean text, split CJK characters, optional
-lowercasing with accent stripping; BertPreTokenizer: whitespace and punctuation).
+"""BERT's WordPiece tokenizer, with BERT's own normalization and pre-tokenization: trained with Hugging Face
+`tokenizers`, or read from a vocab.txt or tokenizer.json, so that Hugging Face BERT weights and ours see the same ids.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from .atomic import atomic_write
+from .prepare_lock import prepare_once
+
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
-# Part of the cached tokenizers' keys: a change of what `WordPieceTokenizer.train` returns for the same text
-# bumps it, so that no run reads a vocabulary trained the old way. 2: deterministic continuation pieces.
+# Part of the cached tokenizers' keys: bumped when `WordPieceTokenizer.train` changes what it returns.
 TRAINING_REVISION = 2
 
 
@@ -53,13 +54,11 @@ class WordPieceTokenizer:
             raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
         texts = list(texts)
         tokenizer = cls._pipeline(Tokenizer(models.WordPiece(unk_token=UNK)), lowercase)
-        # `tokenizers` (<= 0.23 at least; huggingface/tokenizers#1794) numbers the "##" continuation pieces in the
-        # order of a hash map with a per-process seed, and those numbers break ties between equally frequent
-        # merges: two trainings on the same text gave different vocabularies (and SST-2 dev accuracies 3 points
-        # apart). Handing the trainer every continuation piece up front, in sorted order, fixes their numbers;
-        # they enter as trainer "special tokens" only for that, and the tokenizer is rebuilt below without them.
+        # `tokenizers` (huggingface/tokenizers#1794) numbers the "##" continuation pieces in a hash map's order with
+        # a per-process seed, and the numbers break ties between merges: two trainings on one text differed. Handing
+        # the trainer every continuation piece up front, sorted, as "special tokens" fixes their numbers; the
+        # tokenizer is rebuilt below without them (they are in the vocabulary either way).
         pieces = sorted(_continuation_pieces(tokenizer, texts))
-        # The pieces are in the vocabulary either way, so the vocabulary size is unchanged.
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
@@ -74,10 +73,9 @@ class WordPieceTokenizer:
 
     @classmethod
     def from_vocab_file(cls, path: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
-        """Read a BERT vocab.txt (one token per line, the line number is the id), or a Hugging Face BERT directory:
-        its vocab.txt, else its tokenizer.json (`from_tokenizer_file`; transformers 5 saves a fast tokenizer without
-        vocab.txt). `lowercase=None` takes do_lower_case from a tokenizer_config.json beside it, else lowercases (the
-        "uncased" models)."""
+        """Read a BERT vocab.txt, or a Hugging Face BERT directory: its vocab.txt, else its tokenizer.json (transformers
+        5 saves no vocab.txt). `lowercase=None` takes do_lower_case from a tokenizer_config.json beside it, else
+        lowercases."""
         path = Path(path)
         if path.is_dir():
             if not (path / "vocab.txt").is_file() and (path / "tokenizer.json").is_file():
@@ -98,9 +96,9 @@ class WordPieceTokenizer:
 
     @classmethod
     def from_tokenizer_file(cls, path: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
-        """Read the tokenizer.json of a Hugging Face BERT (BertTokenizerFast's file). Its WordPiece vocabulary is
-        rebuilt with BERT's own normalizer and pre-tokenizer, as from a vocab.txt, so both files of one model give the
-        same ids. `lowercase=None` takes the file's normalizer setting, else do_lower_case of tokenizer_config.json."""
+        """Read the tokenizer.json of a Hugging Face BERT: its WordPiece vocabulary, with BERT's own normalizer and
+        pre-tokenizer as from a vocab.txt. `lowercase=None` takes the file's normalizer setting, else
+        do_lower_case of tokenizer_config.json."""
         path = Path(path)
         try:
             spec = json.loads(path.read_text(encoding="utf-8"))
@@ -112,8 +110,7 @@ class WordPieceTokenizer:
         if model.get("continuing_subword_prefix", "##") != "##":
             raise ValueError(f"{path} marks word continuations with {model['continuing_subword_prefix']!r}, not '##'")
         vocab = {str(token): int(i) for token, i in model["vocab"].items()}
-        # Tokens added on top of the vocabulary (tokenizer.add_tokens) are matched before WordPiece runs; zoo's
-        # tokenizer has no such step, so it would split them differently: refused rather than silently changed.
+        # Tokens added on top of the vocabulary are matched before WordPiece runs, which zoo's tokenizer does not do.
         extra = sorted(
             t["content"] for t in spec.get("added_tokens") or [] if vocab.get(t.get("content")) != t.get("id")
         )
@@ -173,23 +170,35 @@ class WordPieceTokenizer:
 
     @classmethod
     def from_json(cls, data: str) -> WordPieceTokenizer:
-        spec = json.loads(data)
-        if spec.get("kind") != cls.kind:
-            raise ValueError(f"expected a WordPiece tokenizer, got kind {spec.get('kind')!r}")
-        return cls(Tokenizer.from_str(spec["tokenizer"]))
+        return cls(Tokenizer.from_str(json.loads(data)["tokenizer"]))
+
+
+def cached_wordpiece(
+    cache_dir: Path, name: str, key: list, texts: Callable[[], Iterable[str]], vocab_size: int, lowercase: bool
+) -> WordPieceTokenizer:
+    """A WordPiece trained on `texts()` once (by one process of a DDP job; the others wait) and cached under
+    `cache_dir`, keyed by `key` (what decides the texts) and the training settings."""
+    settings = json.dumps([*key, vocab_size, lowercase, TRAINING_REVISION]).encode()
+    path = cache_dir / f"{name}-wordpiece{vocab_size}-{hashlib.sha256(settings).hexdigest()[:16]}" / "tokenizer.json"
+
+    def train() -> None:
+        atomic_write(path, WordPieceTokenizer.train(texts(), vocab_size, lowercase=lowercase).to_json())
+
+    prepare_once(path, train, what="the WordPiece vocabulary")
+    return WordPieceTokenizer.from_json(path.read_text(encoding="utf-8"))
 
 
 def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) -> WordPieceTokenizer:
     """The tokenizer of a pretrained model: a Hugging Face BERT directory (its vocab.txt or tokenizer.json), a
-    vocab.txt, or a zoo checkpoint (.ckpt) whose "zoo" section stores the tokenizer it was trained with."""
+    vocab.txt, or a zoo checkpoint (.ckpt) that stores the tokenizer it was trained with."""
     path = Path(source)
     if path.is_file() and path.suffix == ".ckpt":
         from zoo.core.weights_file import torch_load_weights  # torch only here, when a checkpoint is read
 
         checkpoint = torch_load_weights(path)
         stored = checkpoint.get("zoo", {}).get("tokenizer") if isinstance(checkpoint, dict) else None
-        if stored is None:
-            raise ValueError(f"{path} stores no tokenizer; it is not a zoo BERT checkpoint")
+        if stored is None or json.loads(stored).get("kind") != WordPieceTokenizer.kind:
+            raise ValueError(f"{path} stores no WordPiece tokenizer; it is not a zoo BERT checkpoint")
         return WordPieceTokenizer.from_json(stored)
     if not path.exists():
         raise FileNotFoundError(
@@ -200,14 +209,13 @@ def tokenizer_from_source(source: str | Path, *, lowercase: bool | None = None) 
 
 
 def _config_lowercase(directory: Path) -> bool:
-    """do_lower_case of a tokenizer_config.json in `directory`; without one, lowercase (the "uncased" models)."""
+    """do_lower_case of a tokenizer_config.json in `directory`; without one, lowercase."""
     config = directory / "tokenizer_config.json"
     return bool(json.loads(config.read_text()).get("do_lower_case", True)) if config.is_file() else True
 
 
 def _continuation_pieces(tokenizer: Tokenizer, texts: list[str]) -> set[str]:
-    """The continuation piece "##c" of every character c that follows another inside a pre-tokenized word: what
-    WordPiece training starts from besides the words' first characters."""
+    """The continuation piece "##c" of every character c that follows another inside a pre-tokenized word."""
     pieces = set()
     for text in texts:
         normalized = tokenizer.normalizer.normalize_str(text)

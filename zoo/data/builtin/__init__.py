@@ -1,8 +1,6 @@
-"""Datasets shipped inside the package, so the main command trains on a fresh machine with no data and no network.
-
-Only tiny shakespeare (public domain text, 1.1 MB, 434 kB gzipped) is shipped. It is stored compressed and
-decompressed on first use into the cache folder, after its sha256 is checked against the canonical one in
-`zoo/data/sources.py`: a damaged install is refused, never trained on.
+"""Datasets shipped inside the package, so the main command trains on a fresh machine with no data and no network:
+tiny shakespeare, gzipped, decompressed on first use into the cache folder after its sha256 is checked against the
+one in `zoo/data/sources.py` (a damaged install is refused, never trained on).
 """
 
 from __future__ import annotations
@@ -16,10 +14,6 @@ from ..atomic import atomic_write
 
 # Path below the data directory (the layout docs/data.md describes) -> file in this package.
 BUILTIN_FILES = {"tinyshakespeare/input.txt": "tinyshakespeare.txt.gz"}
-
-
-def has_builtin(relpath: str) -> bool:
-    return relpath in BUILTIN_FILES
 
 
 def read_builtin(relpath: str, sha256: str) -> bytes:
@@ -43,8 +37,8 @@ def read_builtin(relpath: str, sha256: str) -> bytes:
 
 
 def materialize_builtin(relpath: str, sha256: str, cache_dir: Path) -> Path:
-    """A plain file with the shipped dataset's bytes under `cache_dir/builtin/`, written once (atomically) and
-    checked by sha256 whenever it is looked up, so readers see an ordinary file of the data-directory layout."""
+    """A plain file with the shipped dataset's bytes under `cache_dir/builtin/`, written once and checked by sha256
+    whenever it is looked up."""
     target = cache_dir / "builtin" / relpath
     if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == sha256:
         return target
