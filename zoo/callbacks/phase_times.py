@@ -1,10 +1,6 @@
-"""Where a run's wall time goes: start-up (process start to the first training step), training (first step to the
-end of the last), and what follows it (the fit's last validation and checkpoint, the final validate/test passes,
-samples, teardown): time/* values in result.json, timings.json in the run directory and one line at the end.
-
-In a multirun the jobs run one after another in one process: the first job's start-up counts from the process start
-(interpreter, imports, Hydra), a later job's from the start of its own train() call (`mark_job_start`), so that job 5
-does not report the four jobs before it as its start-up."""
+"""Where a run's wall time goes: start-up (to the first training step), training, and what follows the last step:
+time/* values in result.json, timings.json in the run directory and one line at the end. A later job of a multirun
+(one process) counts its start-up from its own train() call (`mark_job_start`), not from the process start."""
 
 from __future__ import annotations
 
@@ -16,11 +12,8 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
-# When the process start cannot be read (not Linux), start-up is counted from this module's import, which comes
-# after the interpreter and torch have loaded: the figure then says so.
-_IMPORTED = time.time()
-# When each train() call of this process started (zoo.entry.train marks it).
-_job_starts: list[float] = []
+_IMPORTED = time.time()  # where the process start cannot be read (not Linux): the figure then says so
+_job_starts: list[float] = []  # when each train() call of this process started
 
 
 def mark_job_start() -> None:
@@ -28,8 +21,7 @@ def mark_job_start() -> None:
 
 
 def job_start_time() -> tuple[float, str]:
-    """(epoch seconds this job's start-up counts from, what that moment is): the process start for the first job
-    of a process (or a run outside train()), the start of its train() call for a later job of a multirun."""
+    """(epoch seconds this job's start-up counts from, what that moment is)."""
     if len(_job_starts) > 1:
         return _job_starts[-1], "job start"
     started, exact = process_start_time()
@@ -37,8 +29,8 @@ def job_start_time() -> tuple[float, str]:
 
 
 def process_start_time() -> tuple[float, bool]:
-    """(epoch seconds at which this process started, whether that is exact). From /proc: the process's start in
-    clock ticks after boot against the uptime now (both to 10 ms); /proc/stat's btime is whole seconds only."""
+    """(epoch seconds at which this process started, whether that is exact): its start in clock ticks after boot
+    against the uptime now, both to 10 ms (/proc/stat's btime is whole seconds only)."""
     try:
         after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         start_ticks = int(after_name[19])  # field 22 of proc(5); the fields after the name start at field 3
@@ -49,8 +41,7 @@ def process_start_time() -> tuple[float, bool]:
 
 
 class PhaseTimes(Callback):
-    """Marks the first training step's start and the last one's end of this job (a resumed run counts from its
-    own start). `finish()` is called by train.py once everything after fit has run."""
+    """Marks the first training step's start and the last one's end; train.py calls `finish()` at the end."""
 
     def __init__(self) -> None:
         self.started, self.started_from = job_start_time()
@@ -85,10 +76,9 @@ class PhaseTimes(Callback):
         record = {**times, "steps": self.steps, "startup_from": self.started_from}
         (Path(output_dir) / "timings.json").write_text(json.dumps(record, indent=2) + "\n")
         since = {
-            "process start": "",
             "job start": " (from this job's start: the jobs before it ran in the same process)",
             "zoo import": " (counted from the zoo's import: the process start is not readable here)",
-        }[self.started_from]
+        }.get(self.started_from, "")
         rank_zero_info(
             f"wall time {times['time/total_s']:.1f} s: start-up {times['time/startup_s']:.1f} s{since}, "
             f"{self.steps} training steps {times['time/train_s']:.1f} s, after the last step "

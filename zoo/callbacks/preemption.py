@@ -1,12 +1,9 @@
 """The notice a cluster gives before it stops a job: checkpoint the current step, requeue once, stop.
 
-SLURM sends a signal some time before a job's time limit (`sbatch --signal=USR1@120`; submitit, and so Hydra's
-submitit launcher, asks for USR2). Lightning's own handler (SLURMEnvironment) listens to one configured signal and
-saves an `hpc_ckpt_*.ckpt` beside the run, a file the run's resume never looks at. Here either signal is handled the
-way SIGTERM is: Lightning stops at the end of the current step, the on-exception checkpoint
-(`checkpoints/on_exception.ckpt`) is written with the full training state, and that file, the newest in the run
-directory, is the one the requeued job resumes from. After the checkpoint is written, rank 0 requeues the job once
-(`scontrol requeue`); the process then exits 143 like any stopped run (zoo.entry.train).
+SLURM signals a job before its time limit (`sbatch --signal=USR1@120`; submitit asks for USR2). Lightning's own
+handler saves an `hpc_ckpt_*.ckpt` that the run's resume never looks at; here either signal is handled as SIGTERM
+is: Lightning stops at the end of the step, `checkpoints/on_exception.ckpt` is written, rank 0 requeues the job
+(`scontrol requeue`), and the process exits 143 (zoo.entry.train). The requeued job resumes from that checkpoint.
 """
 
 from __future__ import annotations
@@ -24,10 +21,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
 class PreemptionCheckpoint(Checkpoint):
-    """On one of `signals` (names such as "SIGUSR2"), stop at the end of the current step with a checkpoint; under
-    SLURM with `requeue`, requeue the job once that checkpoint exists. Place it after the on-exception checkpoint
-    callback, whose file the requeue waits for (Lightning runs Checkpoint callbacks last, in their given order, so
-    this one is a Checkpoint too)."""
+    """On one of `signals`, stop at the end of the step with a checkpoint; under SLURM with `requeue`, requeue the
+    job once that checkpoint exists. A Checkpoint, so that Lightning runs it after the on-exception checkpoint."""
 
     def __init__(self, signals: list[str] = ("SIGUSR1", "SIGUSR2"), requeue: bool = True) -> None:
         super().__init__()
@@ -41,8 +36,7 @@ class PreemptionCheckpoint(Checkpoint):
         self._requeued = False
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        # Installed before Lightning installs its handlers, which then leave these signals to this one.
-        # Python installs signal handlers only from the main thread (a Trainer run in another thread gets none).
+        # Before Lightning installs its handlers, which then leave these signals alone; only the main thread can.
         if stage != "fit" or os.name == "nt" or threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer

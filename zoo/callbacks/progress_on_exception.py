@@ -1,9 +1,8 @@
 """The checkpoint written when a run stops on an exception (a crash, Ctrl-C, SIGTERM), once it has trained a step.
 
-`ProgressOnExceptionCheckpoint` is Lightning's OnExceptionCheckpoint without two habits: it writes nothing for a run
-that fails before its first optimizer step (a step-0 checkpoint would be taken for the newest one to resume), and
-it is not an OnExceptionCheckpoint, so Lightning does not turn `fit(ckpt_path=None)` into its own choice of "last"
-(which reads a truncated or step-0 file as readily as a good one); zoo.entry.resolvers chooses instead.
+Lightning's OnExceptionCheckpoint without two habits: it writes nothing for a run that fails before its first step
+(that checkpoint would pass for the newest), and Lightning does not turn `fit(ckpt_path=None)` into its own choice
+of "last" because of it (zoo.entry.resolvers chooses, passing over truncated files).
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from zoo.checkpointing.atomic_io import remove_orphans_of
 
 
 class ProgressOnExceptionCheckpoint(Checkpoint):
-    """On a crash, Ctrl-C or SIGTERM, write `<dirpath>/<filename>.ckpt`, unless the run has not trained a step.
-    A run that ends normally removes it (its last.ckpt is newer). At the start of a run it also removes the
-    temporary files that killed saves left in the checkpoint directories (`remove_orphans_of`)."""
+    """On a crash, Ctrl-C or SIGTERM, write `<dirpath>/<filename>.ckpt`, unless the run has not trained a step; a
+    run that ends normally removes it. At the start it removes the temporary files of killed saves."""
 
     FILE_EXTENSION = ModelCheckpoint.FILE_EXTENSION
 
@@ -43,9 +41,8 @@ class ProgressOnExceptionCheckpoint(Checkpoint):
         self._first_step = trainer.global_step
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        # Only after a step trained in this process: a start that fails while restoring a checkpoint (another
-        # optimizer, a state that does not fit) holds the restored step with fresh optimizer state, which would
-        # pass for the newest checkpoint; the one it resumed from is still there.
+        # Only after a step trained in this process: a start that fails while restoring holds the restored step with
+        # fresh optimizer state, which would pass for the newest checkpoint.
         if self._first_step is None or trainer.global_step <= self._first_step:
             rank_zero_info(f"no {self.ckpt_path} written: the run stopped before it trained a step")
             return

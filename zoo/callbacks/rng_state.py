@@ -1,9 +1,6 @@
-"""Saving and restoring the random number generators with every checkpoint.
-
-Lightning checkpoints hold weights, optimizer, schedule and loop progress but not the RNGs, so dropout after a
-resume would draw different masks than the uninterrupted run. This callback puts them in the checkpoint: torch's
-(CPU and CUDA), Python's and numpy's global generators. Everything is stored as tensors and plain numbers, so the
-checkpoint still loads with weights_only=True; checkpoints written before numpy's state was added load as before.
+"""The random generators (torch CPU and CUDA, Python, numpy) saved with every checkpoint, which Lightning leaves
+out, so that dropout after a resume draws the masks of the uninterrupted run. Stored as tensors and plain numbers:
+the checkpoint still loads with weights_only=True.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -11,12 +12,11 @@ from pathlib import Path
 
 import torch
 
-# Square matmul sizes tried, smallest first: a small matmul under-reads (threading and packing overheads dominate)
-# and a model's large matmuls can beat it, so the probe goes up to the size a device needs to saturate.
+# Square matmul sizes tried, smallest first, up to the size a device needs to saturate (a small one under-reads).
 CPU_SIZES = (512, 1024, 2048, 4096)
 GPU_SIZES = (2048, 4096, 8192)
-# A stored peak is re-measured when a quick probe (small matmuls, which under-read the full probe) beats it by this
-# factor: far beyond the machine's noise (±15%), so the stored figure was measured while something else ran.
+# A stored peak that a quick probe (which under-reads) beats by this factor, far beyond the machine's noise (±15%),
+# was measured while something else ran: it is measured again.
 IMPLAUSIBLE_FACTOR = 1.5
 
 
@@ -36,10 +36,9 @@ def measure_matmul_peak(
     min_repeats: int = 3,
     budget_seconds: float = 2.0,
 ) -> MatmulPeak:
-    """The sustained matmul rate of `device`, best over sizes and repeats: for each size one untimed warm-up call,
-    then repeats until `min_seconds` of timed work (at least `min_repeats`). Every size is tried (on a loaded
-    machine one size's reading may be low), except one whose repeats would overrun `budget_seconds` at the best
-    rate so far: on a slow CPU, or in bf16 without native support, the large sizes would take minutes."""
+    """The sustained matmul rate of `device`, best over sizes and repeats: for each size a warm-up call, then
+    repeats until `min_seconds` of timed work (at least `min_repeats`); a size whose repeats would overrun
+    `budget_seconds` at the best rate so far is not started."""
     device = torch.device(device)
     sizes = sizes or (GPU_SIZES if device.type == "cuda" else CPU_SIZES)
     # A private generator: measuring must not advance the global RNG (a resumed run would draw other dropout masks).
@@ -75,27 +74,14 @@ def _timed_matmul(a: torch.Tensor, b: torch.Tensor) -> float:
     return time.perf_counter() - start
 
 
-def measure_matmul_flops(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, **kwargs) -> float:
-    """FLOP/s of the sustained matmul rate (`measure_matmul_peak`): the practical peak MFU is measured against on
-    a CPU, where no vendor figure applies."""
-    return measure_matmul_peak(device, dtype, **kwargs).flops
-
-
-def quick_matmul_flops(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> float:
-    """A lower bound of the matmul rate in a fraction of a second: small sizes, few repeats."""
-    device = torch.device(device)
+def _quick_matmul_flops(device: torch.device, dtype: torch.dtype) -> float:
     sizes = (1024, 2048) if device.type == "cuda" else (256, 512)
-    return measure_matmul_flops(device, dtype, sizes=sizes, min_seconds=0.02, min_repeats=2, budget_seconds=0.3)
+    return measure_matmul_peak(device, dtype, sizes=sizes, min_seconds=0.02, min_repeats=2, budget_seconds=0.3).flops
 
 
 def peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> tuple[float, str]:
-    """(FLOP/s, where it comes from): the vendor peak on a known GPU (Lightning's table), else the matmul rate
-    measured on this machine. The measurement (a few seconds) is kept in `peak_cache_file()`, keyed by the
-    device's name, thread count, torch version and dtype, so that later runs on the machine start without it.
-
-    A figure measured while the machine was busy would be kept for every later run and inflate their MFU, so a
-    stored one is checked against a quick probe first and measured again when the probe beats it by
-    IMPLAUSIBLE_FACTOR."""
+    """(FLOP/s, where it comes from): the vendor peak on a known GPU, else the matmul rate measured here, kept in
+    `peak_cache_file()` for later runs and checked against a quick probe first (IMPLAUSIBLE_FACTOR)."""
     if device.type == "cuda":
         from lightning.fabric.utilities.throughput import get_available_flops
 
@@ -109,21 +95,18 @@ def peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> tupl
     source = "measured now"
     probe = 0.0
     if isinstance(cached, (int, float)) and cached > 0:
-        probe = quick_matmul_flops(device, dtype)
+        probe = _quick_matmul_flops(device, dtype)
         if probe <= IMPLAUSIBLE_FACTOR * cached:
             return float(cached), f"measured earlier, kept in {path}; delete the file to measure again"
         source = (
             f"measured again: the {cached / 1e9:.1f} GFLOP/s kept in {path} was below a quick probe's "
             f"{probe / 1e9:.1f} GFLOP/s, so it was measured while the machine was busy"
         )
-    flops = max(measure_matmul_flops(device, dtype), probe)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        temporary.write_text(json.dumps({**known, key: flops}, indent=1) + "\n")
-        os.replace(temporary, path)  # concurrent runs (a parallel sweep) never see a half-written file
-    except OSError:
-        pass  # a read-only home: measure again next time
+    flops = max(measure_matmul_peak(device, dtype).flops, probe)
+    from zoo.data.atomic import atomic_write  # the data package: loaded by a run anyway, not by the benchmarks
+
+    with contextlib.suppress(OSError):  # a read-only home: measure again next time
+        atomic_write(path, json.dumps({**known, key: flops}, indent=1) + "\n")  # a parallel sweep reads it whole
     return flops, source
 
 

@@ -1,14 +1,7 @@
-"""Training throughput and MFU of a zoo task: Lightning's ThroughputMonitor, told what a zoo batch holds.
-
-Lightning's monitor synchronizes CUDA before reading the clock (otherwise a GPU step measures kernel launches,
-not work), keeps validation time out of the training rate, and averages over a window of steps. This subclass
-adds what it cannot know: each task's batch size and length (`batch_samples` / `batch_items` of
-`zoo.tasks.base.ZooTask`, tokens or images) and FLOPs per batch from the model (`batch_flops`); the MFU
-denominator on a CPU (where Lightning's table has no entry) measured by `zoo.callbacks.throughput.peak_flops`;
-and today's metric names:
-
-- train/tokens_per_sec (or train/images_per_sec): over all ranks;
-- train/mfu: per device, model FLOP/s over the device's peak for the training precision.
+"""Training throughput and MFU of a zoo task: Lightning's ThroughputMonitor, told what a zoo batch holds (the
+task's `batch_samples` / `batch_items` / `batch_flops`) and, on a CPU, the measured MFU denominator
+(`zoo.callbacks.throughput.peak_flops`). Logs train/tokens_per_sec (or images), over all ranks, and train/mfu, per
+device.
 """
 
 from __future__ import annotations
@@ -25,14 +18,12 @@ from .throughput import peak_flops
 
 
 class ZooThroughputMonitor(ThroughputMonitor):
-    # Measured peaks, once per process and (device, dtype): a property of the machine, not of the run, and a
-    # probe takes seconds (sweeps run many fits in one process).
+    # Measured peaks by (device, dtype), once per process: a probe takes seconds, and a sweep runs many fits.
     _peaks: dict[tuple[str, Any], float] = {}
 
     def __init__(self, window_size: int | None = None, peak_flops_per_sec: float | None = None) -> None:
-        """window_size: steps the rates average over (at least 2); None takes the trainer's log_every_n_steps, so
-        every logged value covers the steps since the previous one. peak_flops_per_sec: the MFU denominator;
-        None takes Lightning's vendor figure on a known GPU, else a measured matmul rate."""
+        """window_size: steps the rates average over (None: the trainer's log_every_n_steps). peak_flops_per_sec:
+        the MFU denominator (None: Lightning's vendor figure on a known GPU, else a measured matmul rate)."""
         if window_size is not None and window_size < 2:
             raise ValueError(f"window_size must be at least 2 (a rate needs two points in time), got {window_size}")
         if peak_flops_per_sec is not None and not peak_flops_per_sec > 0:
@@ -76,8 +67,7 @@ class ZooThroughputMonitor(ThroughputMonitor):
         return self._peaks[key]
 
     def _compute(self, trainer: L.Trainer, iter_num: int | None = None) -> None:
-        # Training rates only: evaluation steps are counted (so that validation time stays out of the training
-        # rate) but not logged; their step numbers would run backwards in the loggers.
+        # Training rates only: evaluation steps are counted but not logged (their steps would run backwards).
         if trainer.state.stage != RunningStage.TRAINING or not trainer._logger_connector.should_update_logs:
             return
         computed = self._throughputs[RunningStage.TRAINING].compute()

@@ -1,12 +1,10 @@
-"""Checkpoint writes that a kill cannot half-do, and no checkpoint file left where resume looks that holds nothing.
+"""Checkpoint writes that a kill cannot half-do.
 
-Lightning's TorchCheckpointIO writes through an fsspec transaction: a temporary file in TMPDIR, moved onto the
-target at the end. When TMPDIR is on another filesystem that move is a copy, and a kill during it leaves the
-previous good last.ckpt truncated (and the temporary file behind). AtomicCheckpointIO writes the temporary file
-beside the target instead, fsyncs it, renames it over the target (atomic within one directory) and fsyncs the
-directory, so last.ckpt is at every moment either the previous complete file or the new complete one. A kill still
-leaves the temporary file; the next run deletes those when it starts (`remove_orphans_of`, called by
-zoo.callbacks.progress_on_exception.ProgressOnExceptionCheckpoint).
+Lightning's TorchCheckpointIO writes a temporary file in TMPDIR and moves it onto the target; when TMPDIR is on
+another filesystem that move is a copy, and a kill during it leaves the previous good last.ckpt truncated.
+AtomicCheckpointIO writes the temporary file beside the target, fsyncs it and renames it over the target, so
+last.ckpt is always a complete file. The temporary files a kill leaves are deleted when the next run starts
+(`remove_orphans_of`).
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ def temp_path(target: Path) -> Path:
 
 
 def remove_orphans(directory: str | Path) -> list[Path]:
-    """Delete the temporary files that killed saves left in `directory`; returns what was removed."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
@@ -46,8 +43,8 @@ def remove_orphans(directory: str | Path) -> list[Path]:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """TorchCheckpointIO whose local saves are atomic on any filesystem layout (remote URLs keep Lightning's way),
-    and whose loads never unpickle code (weights_only=True unless a caller asks otherwise)."""
+    """TorchCheckpointIO whose local saves are atomic (remote URLs keep Lightning's way), and whose loads never
+    unpickle code (weights_only=True unless a caller asks otherwise)."""
 
     def load_checkpoint(self, path, map_location: Any = lambda storage, loc: storage, weights_only: bool | None = None):
         try:
@@ -60,15 +57,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         if "://" in str(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        if storage_options is not None:
-            raise TypeError(f"{type(self).__name__} takes no storage_options for a local checkpoint ({path})")
         target = Path(path)
         with replacing(target, temp=temp_path(target), durable=True) as temporary:
             torch.save(checkpoint, temporary)
 
 
 def remove_orphans_of(trainer) -> None:
-    """Delete the temporary files of killed saves in every checkpoint directory of `trainer` (on rank 0)."""
     if not trainer.is_global_zero:
         return
     directories = {getattr(cb, "dirpath", None) for cb in trainer.callbacks if isinstance(cb, Checkpoint)}

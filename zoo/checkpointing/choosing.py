@@ -1,5 +1,5 @@
-"""Choosing the checkpoint a run resumes from: the newest one of a run that made progress, is complete and matches
-its checksum, naming each one passed over and why. Read when a run starts, before anything is built."""
+"""Choosing the checkpoint a run resumes from: the newest that made progress, is complete and matches its checksum,
+naming each one passed over and why."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ def _usable(path: Path) -> tuple[int | None, str]:
 
 
 def choose_checkpoint(candidates: list[Path]) -> tuple[Path | None, int, list[str]]:
-    """The first of `candidates` that made progress, is complete and matches its checksum; returns (path or None,
-    its step, "<path> (why)" for each one passed over before it)."""
+    """(the first usable of `candidates` or None, its step, "<path> (why)" for each one passed over before it)."""
     skipped = []
     for path in candidates:
         step, why = _usable(path)
@@ -41,5 +40,4 @@ def choose_checkpoint(candidates: list[Path]) -> tuple[Path | None, int, list[st
 
 
 def newest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The checkpoint a run resumes from in `run_dir`: the newest one that made progress and is intact."""
     return choose_checkpoint(checkpoint_files(run_dir))[0]

@@ -1,5 +1,4 @@
-"""Reading zoo checkpoints with `weights_only=True`: outside Lightning (evaluation, sampling, a pretrained encoder)
-and, before a run resumes, the check that a checkpoint is complete, holds only weights and matches its checksum."""
+"""Reading zoo checkpoints with `weights_only=True`, and checking them before a run resumes."""
 
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ from zoo.optim.former_names import current_name
 from .weights_checksum import verify_checkpoint
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=64)  # keyed by size and mtime: choosing a checkpoint and resuming from it hash it once
 def _checked(path: str, size: int, mtime_ns: int) -> int:
-    # Keyed by size and mtime: choosing a checkpoint and then resuming from it reads and hashes it once.
     checkpoint = torch_load_weights(path, mmap=True)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ValueError(f"{path} is not a Lightning checkpoint (it has no state_dict)")
@@ -31,8 +29,8 @@ def _checked(path: str, size: int, mtime_ns: int) -> int:
 
 
 def check_checkpoint_file(path: str | Path, *, option: str = "ckpt_path") -> int:
-    """Check a checkpoint before a run builds or writes anything: present, complete, weights only, weights matching
-    their checksum. Returns its global step. `option`: what the user gave the path with, for the message."""
+    """Check that a checkpoint is present, complete, weights only and matches its checksum; returns its global step.
+    `option`: what the user gave the path with, for the message."""
     path = Path(path)
     if not path.is_file():
         raise not_a_checkpoint_file(path, option)
@@ -52,10 +50,7 @@ def read_checkpoint(path: str | Path) -> dict:
 
 
 def load_model_from_checkpoint(path: str | Path, *, task: str | None = None) -> tuple[ZooModel, dict]:
-    """Rebuild the model stored in a Lightning checkpoint written by a zoo task.
-
-    Returns (model in eval mode, the checkpoint's 'zoo' section: model_type, model_config, task, tokenizer).
-    With `task`, a checkpoint of another task (e.g. a ViT classifier given to GPT sampling) is refused."""
+    """(the model of a zoo checkpoint in eval mode, its 'zoo' section); with `task`, another task's is refused."""
     checkpoint = read_checkpoint(path)
     info = checkpoint["zoo"]
     if task is not None and info.get("task") != task:
@@ -64,14 +59,15 @@ def load_model_from_checkpoint(path: str | Path, *, task: str | None = None) -> 
             f"but this command needs a '{task}' checkpoint"
         )
     model = build_model(info, path)
-    prefix = "net."
-    state = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-    model.load_state_dict(state)
+    model.load_state_dict(_network_state(checkpoint))
     return model.eval(), info
 
 
+def _network_state(checkpoint: dict) -> dict:
+    return {k.removeprefix("net."): v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith("net.")}
+
+
 def build_model(info: dict, path: str | Path) -> ZooModel:
-    """A freshly initialized model of the type and config a checkpoint's "zoo" section records."""
     model_type = info.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ValueError(f"{path}: unknown model_type '{model_type}'")
@@ -79,10 +75,9 @@ def build_model(info: dict, path: str | Path) -> ZooModel:
 
 
 def check_same_model(checkpoint: dict, net: ZooModel, source: str | Path) -> None:
-    """Refuse, in one line, a checkpoint whose weights do not fit `net` (another model, or another size): what
-    differs is named from the checkpoint's "zoo" section, else from the first weight that does not fit."""
-    prefix = "net."
-    theirs = {k[len(prefix) :]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
+    """Refuse a checkpoint whose weights do not fit `net` (another model, or another size), naming what differs:
+    from the checkpoint's "zoo" section, else the first weight that does not fit."""
+    theirs = _network_state(checkpoint)
     ours = net.state_dict()
     if theirs.keys() == ours.keys() and all(tuple(theirs[k].shape) == tuple(ours[k].shape) for k in ours):
         return
@@ -111,8 +106,7 @@ def check_same_model(checkpoint: dict, net: ZooModel, source: str | Path) -> Non
 
 def check_resume(path: str | Path, net: ZooModel, optimizer: dict | None) -> None:
     """Refuse, before a run writes anything, a checkpoint it cannot continue: weights of another model or size, or
-    an optimizer of another kind than the one whose state the checkpoint holds (its moments would not fit, or
-    would be silently dropped). `optimizer` is the run's recorded optimizer partial (`describe_partial`)."""
+    the state of another kind of optimizer (`optimizer`: the run's recorded optimizer partial)."""
     checkpoint = torch_load_weights(path, mmap=True)
     check_same_model(checkpoint, net, path)
     recorded = (checkpoint.get("hyper_parameters") or {}).get("optimizer") or {}

@@ -1,11 +1,8 @@
 """The weights checksum of a Lightning checkpoint: written into its "zoo" section at save, verified at every load.
 
-torch.load does not check the bytes of the tensors it reads: a checkpoint with a block zeroed in the middle of a
-weight (a bad disk, a copy cut short and padded) loads silently and trains, evaluates or samples from garbage.
-The checksum (zoo.models.hub.weights_checksum) covers the network's weights, the state dict's "net." entries (a
-task's only module holding weights; entries beside them, like the "_forward_fn." copies of old checkpoints, are
-dropped at load). A mismatch is a one-line error naming the file. Checkpoints written before checksums were
-recorded still load.
+torch.load does not check the bytes it reads: a checkpoint with a block zeroed inside a weight (a bad disk, a copy
+cut short) would load silently. The checksum covers the state dict's "net." entries (the network's weights); a
+mismatch is a one-line error naming the file. Checkpoints that record no checksum still load.
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ def record_checksum(checkpoint: dict) -> None:
 
 
 def verify_checkpoint(checkpoint: dict, source: str | Path) -> bool:
-    """Raise ValueError "<source>: weights do not match their checksum ..." on a mismatch; True when verified,
-    False when the checkpoint records no checksum (written by an older zoo)."""
+    """Raise ValueError naming `source` on a mismatch; True when verified, False when no checksum is recorded."""
     recorded = (checkpoint.get("zoo") or {}).get(KEY)
     return verify_weights(_network_weights(checkpoint), recorded, source)

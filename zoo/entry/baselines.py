@@ -1,10 +1,7 @@
 """`zoo-baselines` (or `python -m zoo.baselines data=...`): the interpolated Kneser-Ney 1- to 5-gram losses of a text
-data config's validation split, fitted on its training split (zoo/conf/baselines.yaml).
-
-These are the reference lines of the results tables and the lab: a character model at 1.8 nats on tiny shakespeare
-has learned less than a 4-gram table of counts. The data module is the one training builds, so the tokens, the
-tokenizer and the 90/10 split are exactly those `train.py data=<same>` trains and validates on; the whole
-validation split is scored as one stream (every token after the first, with the validation text before it)."""
+data config's validation split, fitted on its training split (zoo/conf/baselines.yaml): the reference lines of the
+results tables and the lab. The data module is the one training builds, so the tokens and the split are exactly
+those `train.py data=<same>` trains and validates on."""
 
 from __future__ import annotations
 

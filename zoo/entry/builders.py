@@ -1,5 +1,5 @@
-"""Small pieces shared by the entry points: loggers, callbacks, the model's vocabulary from the data, and the
-zoo's variants of three Lightning classes (the CSV logger, the progress bar, the model summary)."""
+"""Pieces shared by the entry points: loggers, callbacks, the model's config completed from the data, and the zoo's
+variants of three Lightning classes (the CSV logger, the progress bar, the model summary)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 
 
 def build_model_config(net_cfg: DictConfig, datamodule) -> DictConfig:
-    """The model's config completed from the data: every field in `datamodule.model_fields` (vocab_size from a
-    tokenizer, num_classes / image_size / in_channels from an image dataset, ...) that the config leaves null
-    is filled in; one that is set must agree (a vocabulary may be larger than the tokenizer's, never smaller).
-    `model_fields` and `task_inputs` are declared by zoo.data.ZooDataModule; a DataModule of the user's own may
-    leave them out."""
+    """The model's config with every field of `datamodule.model_fields` (vocab_size, num_classes, ...) that it leaves
+    null filled in; one that is set must agree (a vocabulary may be larger than the tokenizer's, never smaller). A
+    DataModule of the user's own may declare no `model_fields` / `task_inputs`."""
     net_cfg = net_cfg.copy()
     OmegaConf.set_struct(net_cfg, False)
     for field, value in getattr(datamodule, "model_fields", {}).items():
@@ -40,14 +38,9 @@ def build_model_config(net_cfg: DictConfig, datamodule) -> DictConfig:
 
 
 def resumed_configs(cfg: DictConfig, ckpt_path) -> tuple[DictConfig, DictConfig, dict]:
-    """The data and model configs of a run that resumes from `ckpt_path`, and the options it overrides.
-
-    The checkpoint holds the network, so the task options that say how the network was first made (the task's
-    `not_rebuilt`, e.g. model.pretrained) are not applied again: their source becomes the checkpoint itself, for the
-    task (the architecture; the weights are Lightning's to restore) and for a data option that follows them (the
-    tokenizer the checkpoint stores), and a pretrained model that was moved or deleted is not read. Returns (data
-    config, model config, {option: the value given}), the configs resolved; the task records the given values again
-    as its hyper-parameters."""
+    """(data config, model config, {option: value given}) of a run that resumes from `ckpt_path`: the task's
+    `not_rebuilt` options (e.g. model.pretrained), and a data option that follows them, take the checkpoint as their
+    source, so that a pretrained model that was moved or deleted is not read again."""
     data_cfg, model_cfg = cfg.data, cfg.model
     target = OmegaConf.select(cfg, "model._target_", default=None)
     keys = getattr(hydra.utils.get_object(target), "not_rebuilt", ()) if target else ()
@@ -65,13 +58,11 @@ def resumed_configs(cfg: DictConfig, ckpt_path) -> tuple[DictConfig, DictConfig,
 
 
 def task_inputs(datamodule) -> dict:
-    """What a task needs from its data besides batches (e.g. the tokenizer, to decode samples)."""
     return dict(getattr(datamodule, "task_inputs", {}))
 
 
 def build_callbacks(cfg: DictConfig | None, *, has_logger: bool = True) -> list[Callback]:
-    """The configured callbacks. Without any logger (`logger=none`) the learning-rate monitor has nowhere to write
-    and Lightning refuses to start, so it is left out: that is what `logger=none` asks for."""
+    """The configured callbacks; without a logger (`logger=none`) no learning-rate monitor, which Lightning refuses."""
     if not cfg:
         return []
     callbacks = [hydra.utils.instantiate(c) for c in cfg.values() if c is not None and "_target_" in c]
@@ -87,13 +78,8 @@ def build_loggers(cfg: DictConfig | None) -> list[Logger]:
 
 
 class _AppendingWriter(ExperimentWriter):
-    """Lightning's CSV writer deletes an existing metrics.csv when it starts (`_check_log_dir_exists`); this one
-    keeps it and continues it, taking its header as the columns known so far (a new column rewrites the file with
-    the wider header, rows kept).
-
-    A resumed start re-trains the steps after its checkpoint, which the earlier start may have logged already (it
-    went on past its last checkpoint, or was killed): those rows belong to a trajectory the resume discards, so the
-    first write drops the earlier rows from the resumed start's first step on, and every step stays logged once."""
+    """Lightning's CSV writer, continuing an existing metrics.csv instead of deleting it; its first write drops the
+    rows from the resumed start's first step on (the earlier start's, discarded), so every step is logged once."""
 
     _continues_file = False
 
@@ -122,9 +108,7 @@ class _AppendingWriter(ExperimentWriter):
 
 
 class CSVLogger(pl_loggers.CSVLogger):
-    """Lightning's CSVLogger, except that a run resumed in its own directory (ckpt_path=last, auto_resume) appends
-    to csv/metrics.csv instead of deleting the rows of the steps before the resume (TensorBoard appends by itself:
-    each start adds an events file)."""
+    """Lightning's CSVLogger, except that a run resumed in its own directory appends to csv/metrics.csv."""
 
     @property
     @rank_zero_experiment
@@ -136,8 +120,7 @@ class CSVLogger(pl_loggers.CSVLogger):
 
 
 class ProgressBar(RichProgressBar):
-    """RichProgressBar that shows no epoch total when training is bounded by steps: with max_steps and
-    max_epochs=-1 (unbounded) Lightning's bar reads `Epoch 0/-2`."""
+    """RichProgressBar without the epoch total `Epoch 0/-2` of a run bounded by steps (max_epochs=-1)."""
 
     def _get_train_description(self, current_epoch: int) -> str:
         description = super()._get_train_description(current_epoch)
@@ -147,37 +130,21 @@ class ProgressBar(RichProgressBar):
 
 
 class ModelSummary(RichModelSummary):
-    """RichModelSummary without the FLOPs column and total when they are not measured: Lightning counts FLOPs only
-    for a module with an `example_input_array` (the zoo's tasks have none: their inputs depend on the data), and
-    otherwise prints a column of zeros and `Total FLOPs: 0`."""
+    """RichModelSummary without the FLOPs column and total when they are not measured (Lightning counts FLOPs only
+    for a module with an `example_input_array`; the zoo's tasks have none, their inputs depend on the data)."""
 
     @staticmethod
-    def summarize(
-        summary_data: list[tuple[str, list[str]]],
-        total_parameters: int,
-        trainable_parameters: int,
-        model_size: float,
-        total_training_modes: dict[str, int],
-        total_flops: int,
-        **summarize_kwargs,
-    ) -> None:
-        if total_flops:
-            return RichModelSummary.summarize(
-                summary_data,
-                total_parameters,
-                trainable_parameters,
-                model_size,
-                total_training_modes,
-                total_flops,
-                **summarize_kwargs,
-            )
+    def summarize(summary_data, total_parameters, trainable_parameters, model_size, total_training_modes, **kwargs):
+        if kwargs.get("total_flops"):
+            args = (summary_data, total_parameters, trainable_parameters, model_size, total_training_modes)
+            return RichModelSummary.summarize(*args, **kwargs)
         from rich import get_console
         from rich.table import Table
 
         columns = [(name, values) for name, values in summary_data if name != "FLOPs"]
-        table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
+        table = Table(header_style=kwargs.get("header_style", "bold magenta"))
         for name, _ in columns:
-            table.add_column(name, justify="right" if name in ("Params", "Params per Device") else "left")
+            table.add_column(name, justify="right" if name.startswith("Params") else "left")
         for row in zip(*(values for _, values in columns)):
             table.add_row(*row)
         totals = Table.grid(expand=True)
@@ -191,7 +158,6 @@ class ModelSummary(RichModelSummary):
             ("Modules in eval mode", total_training_modes["eval"]),
         ):
             totals.add_row(f"[bold]{label}[/]: {value}")
-        console = get_console()
-        console.print(table)
-        console.print(totals)
+        get_console().print(table)
+        get_console().print(totals)
         return None

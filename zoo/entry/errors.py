@@ -1,14 +1,8 @@
-"""Turning expected failures (bad config, missing data, wrong checkpoint) into one-line errors.
+"""Expected failures (bad config, missing data, wrong checkpoint, a full disk) as one `error: <message>` line, exit 1.
 
-A single run prints `error: <message>` and exits 1. In a Hydra multirun one bad job (an invalid sampled value, a
-job that runs out of memory) must not end the sweep: the job is reported in one line naming its directory, a
-failure record is left there for the sweep summary, and the next job runs; the multirun exits non-zero at the
-end (zoo.entry.sweep_summary). HYDRA_FULL_ERROR=1 or ZOO_FULL_ERROR=1 shows the traceback.
-
-User errors are the ValueError / FileNotFoundError / TypeError the code raises with a message written for the user,
-a config value left as `???`, and the OSErrors the machine causes (disk full, no permission, read-only file
-system), which are told with the path and the way out. Failures before the task runs (Hydra creating the output
-directory, saving .hydra/, opening the log file) get the same treatment: `hydra_errors_in_one_line`.
+In a Hydra multirun a failed job is reported in one line naming its directory, leaves a failure record for the sweep
+summary, and the sweep goes on (it exits non-zero at the end: zoo.entry.sweep_summary). HYDRA_FULL_ERROR=1 or
+ZOO_FULL_ERROR=1 shows the traceback.
 """
 
 from __future__ import annotations
@@ -33,21 +27,19 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
-# Errors whose message is written for the user. Anything else is a bug and keeps its traceback. A TypeError is the
-# user's only where zoo raises it on purpose or Hydra's instantiate hits it (a config key the class does not take):
-# Python raises it for bugs too (`None + 1`), and those must keep their traceback (`_is_users_type_error`).
+# Errors whose message is written for the user; anything else is a bug and keeps its traceback. Python raises
+# TypeError for bugs too (`None + 1`), so a TypeError is the user's only where `_is_users_type_error` says so.
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError)
 _ZOO_SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Python's words for a call whose keywords do not fit the signature: under Hydra's instantiate, a config key.
 _SIGNATURE_MISMATCH = re.compile(r"unexpected keyword argument|missing \d+ required|got multiple values for")
 
-# How to write elsewhere, in the options of the command that failed: train.py / eval.py (Hydra) by default; the
-# argparse commands (zoo-export, generate.py) name their own, since they have no hydra.run.dir.
+# How to write elsewhere with train.py / eval.py; the argparse commands (zoo-export, generate.py) name their own.
 WRITE_ELSEWHERE = (
     "write elsewhere with hydra.run.dir=DIR (or paths.log_dir=DIR; ZOO_DATA_DIR for datasets, ZOO_CACHE_DIR for "
     "tokenizer and token caches)"
 )
-# OSErrors that the machine causes, not the code: the path and what to do about it ({elsewhere}: see above).
+# OSErrors that the machine causes, not the code: the path and what to do about it.
 OS_ADVICE = {
     errno.ENOSPC: "the disk is full; free space there or {elsewhere}",
     errno.EDQUOT: "the disk quota is used up; free space there or {elsewhere}",
@@ -57,8 +49,8 @@ OS_ADVICE = {
     errno.ENOTDIR: "a part of the path is a file, not a folder; give a folder path",
 }
 
-# Set while `hydra_errors_in_one_line` has asked Hydra to re-raise (HYDRA_FULL_ERROR=1): the user did not ask for
-# tracebacks. Inherited by DDP child processes, which read the same environment.
+# Set while `hydra_errors_in_one_line` has asked Hydra to re-raise (HYDRA_FULL_ERROR=1), not the user; inherited by
+# DDP child processes.
 _REQUESTED_BY_ZOO = "ZOO_HYDRA_RERAISE"
 
 
@@ -78,18 +70,11 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def _run_dir() -> str | None:
-    with contextlib.suppress(Exception):
-        return str(HydraConfig.get().runtime.output_dir)
-    return None
-
-
 def os_error_message(error: OSError, elsewhere: str = WRITE_ELSEWHERE) -> str:
-    """`<path>: <what the system said>; <what to do>`; a write that fails without a file name (closing a full
-    file) names the run's output directory."""
+    """`<path>: <what the system said>; <what to do>`; a write without a file name names the run's directory."""
     path = error.filename
     if path is None:
-        run_dir = _run_dir()
+        run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
         path = f"writing in {run_dir}" if run_dir else "writing a file"
     advice = OS_ADVICE[error.errno].format(elsewhere=elsewhere)
     return f"{path}: {error.strerror or errno.errorcode.get(error.errno, error.errno)}; {advice}"
@@ -106,20 +91,17 @@ def user_message(error: BaseException, elsewhere: str = WRITE_ELSEWHERE) -> str 
         key = named.group(1) if named else cause.full_key
         return f"{key} has no value (it is ??? in the config); give one on the command line: {key}=..."
     if isinstance(cause, OmegaConfBaseException) and isinstance(cause, USER_ERRORS):
-        # OmegaConf's message, without the lines of internals after it, and the key it was reading.
+        # OmegaConf's first line, without the internals after it, and the key it was reading.
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         return f"{first} (in {cause.full_key})" if getattr(cause, "full_key", None) else first
     if isinstance(cause, TypeError) and not _is_users_type_error(cause, instantiated=cause is not error):
         return None
-    if isinstance(cause, USER_ERRORS):
-        return one_line(cause)
-    return None
+    return one_line(cause) if isinstance(cause, USER_ERRORS) else None
 
 
 def _is_users_type_error(error: TypeError, *, instantiated: bool) -> bool:
-    """Raised by a `raise` statement of zoo's own code (a message written for the user), or a signature mismatch
-    where Hydra instantiated a configured class (`instantiated`: a key the class does not take); not by Python inside
-    an expression of zoo's code (a bug)."""
+    """Raised by a `raise` statement of zoo's own code, or a signature mismatch where Hydra instantiated a configured
+    class (a key the class does not take); not by Python inside an expression of zoo's code (a bug)."""
     if instantiated and _SIGNATURE_MISMATCH.search(str(error)):
         return True
     frames = traceback.extract_tb(error.__traceback__)
@@ -130,15 +112,15 @@ def _is_users_type_error(error: TypeError, *, instantiated: bool) -> bool:
     return in_zoo and (innermost.line or "").lstrip().startswith("raise ")
 
 
-def _in_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+def _exit_with(message: str):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(1)
 
 
 def one_line_errors(fn=None, *, hydra_job: bool = True, elsewhere: str = WRITE_ELSEWHERE):
-    """Run `fn`; on a user error print `error: <message>` to stderr and exit 1 without a traceback (in a multirun:
-    see `_failed_job`). `hydra_job=False` for the argparse commands (generate, export), which are never a job of a
-    sweep, whatever Hydra state the process holds; `elsewhere`: how to write elsewhere with this command's own
-    options, for a full disk or a permission error."""
+    """Run `fn`; on a user error print `error: <message>` to stderr and exit 1 (in a multirun: `_failed_job`).
+    `hydra_job=False` for the argparse commands (generate, export), never a job of a sweep; `elsewhere`: how to
+    write elsewhere with this command's options, for a full disk or a permission error."""
     if fn is None:
         return functools.partial(one_line_errors, hydra_job=hydra_job, elsewhere=elsewhere)
 
@@ -147,24 +129,21 @@ def one_line_errors(fn=None, *, hydra_job: bool = True, elsewhere: str = WRITE_E
         try:
             return fn(*args, **kwargs)
         except Exception as error:
-            if hydra_job and _in_multirun():
+            if hydra_job and HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
                 return _failed_job(error)
             message = user_message(error, elsewhere)
             if full_error_requested() or message is None:
                 raise
-            print(f"error: {message}", file=sys.stderr)
-            sys.exit(1)
+            _exit_with(message)
 
     return wrapper
 
 
 @contextlib.contextmanager
 def hydra_errors_in_one_line(on_config_error: Callable[[], None] | None = None):
-    """Around a `@hydra.main` call: what fails before or around the task (the output directory cannot be created,
-    the disk is full when .hydra/ is saved, a resolver refuses a value) is one `error:` line too, instead of the
-    shortened traceback Hydra prints. Hydra re-raises when HYDRA_FULL_ERROR=1, so that is set for the call (the
-    user's own HYDRA_FULL_ERROR=1 / ZOO_FULL_ERROR=1 still shows tracebacks). A rejected override or config name
-    keeps Hydra's own short message; `on_config_error` is called after it (e.g. to suggest the nearest key)."""
+    """Around a `@hydra.main` call: what fails around the task (creating the output directory, a resolver refusing a
+    value) is one `error:` line too (Hydra re-raises only with HYDRA_FULL_ERROR=1, set for the call). A rejected
+    override keeps Hydra's own short message, followed by `on_config_error` (a hint of the nearest key)."""
     if full_error_requested():
         yield
         return
@@ -183,8 +162,7 @@ def hydra_errors_in_one_line(on_config_error: Callable[[], None] | None = None):
         message = user_message(error)
         if message is None:
             raise
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(1)
+        _exit_with(message)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -194,13 +172,9 @@ def hydra_errors_in_one_line(on_config_error: Callable[[], None] | None = None):
 
 
 def _failed_job(error: Exception):
-    """One job of a multirun failed: say so in one line (with the traceback for a bug or when asked), leave a
-    failure record in its directory, and let the sweep go on.
-
-    Hydra records a job that raises as FAILED (JobReturn.status). Sweepers that handle failed jobs themselves
-    (Optuna: the trial becomes FAIL, up to `max_failure_rate`) get the exception; Hydra's basic sweeper would
-    stop the sweep on it after the batch, so there the job returns None instead, its failure being recorded.
-    """
+    """One job of a multirun failed: one line (with the traceback for a bug or when asked), a failure record in its
+    directory, and the sweep goes on. Sweepers that handle failed jobs themselves (Optuna, `max_failure_rate`) get
+    the exception; Hydra's basic sweeper would stop the sweep on it, so there the job returns None instead."""
     from zoo.entry.sweep_summary import write_failure
 
     hydra_cfg = HydraConfig.get()

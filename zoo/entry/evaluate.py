@@ -21,26 +21,23 @@ TASKS = {
     "mlm_nsp": "zoo.tasks.BertPretrainingTask",
     "sequence_classification": "zoo.tasks.SequenceClassificationTask",
     "causal_lm": "zoo.tasks.CausalLMTask",
+    "seq2seq": "zoo.tasks.Seq2SeqTask",
+    "image_classification": "zoo.tasks.ImageClassificationTask",
 }
-TASKS["seq2seq"] = "zoo.tasks.Seq2SeqTask"
-TASKS["image_classification"] = "zoo.tasks.ImageClassificationTask"
 SPLITS = ("val", "test")
 USAGE = "python eval.py ckpt_path=<run>/checkpoints/last.ckpt [split=val|test] [data=...]"
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
-    quiet()  # as train() does: only warnings the project cannot prevent
+    quiet()
     if OmegaConf.is_missing(cfg, "ckpt_path") or not cfg.ckpt_path:
         raise ValueError(f"ckpt_path is required: which checkpoint to evaluate? {USAGE}")
     if cfg.split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got '{cfg.split}'")
     check_config(cfg)
     model, info = load_model_from_checkpoint(cfg.ckpt_path)
-    if info["task"] not in TASKS:
-        raise ValueError(f"{cfg.ckpt_path}: no evaluation for task '{info['task']}'")
     checkpoint = read_checkpoint(cfg.ckpt_path)
-    # The data the checkpoint was trained on (rebuilt without letting the file name code), unless the command line
-    # chose another (`data=...`, the user's own config).
+    # The data the checkpoint was trained on (rebuilt without letting the file name code), unless `data=...` is given.
     if cfg.get("data"):
         check_data_fits(cfg.data, info)
         datamodule = hydra.utils.instantiate(cfg.data, _convert_="all")
@@ -59,7 +56,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
             f"pass data=<a config for {info['task']}>"
         )
     task = task_cls(net=model, optimizer=None, **inputs)
-    # Evaluation writes no checkpoint (without this Lightning would also suggest a checkpoint-upload package).
+    # Evaluation writes no checkpoint (else Lightning also suggests a checkpoint-upload package).
     trainer = hydra.utils.instantiate(
         cfg.trainer, logger=build_loggers(cfg.get("logger")), callbacks=[], enable_checkpointing=False
     )
@@ -73,8 +70,8 @@ def _holds(info: dict) -> str:
 
 
 def check_data_fits(data_cfg: DictConfig, info: dict) -> None:
-    """Refuse, before anything is loaded, a zoo dataset made for another task than the checkpoint's (a GPT
-    evaluated on data=mnist would otherwise fail as "unexpected keyword argument 'class_names'")."""
+    """Refuse a zoo dataset made for another task than the checkpoint's (a GPT on data=mnist would otherwise fail as
+    "unexpected keyword argument 'class_names'")."""
     given = _data_class(data_cfg.get("_target_"))
     wanted = _data_class_for(info["task"])
     if given is None or wanted is None or given.task == wanted.task:
@@ -89,7 +86,7 @@ def check_data_fits(data_cfg: DictConfig, info: dict) -> None:
 
 
 def _data_class(target) -> type[ZooDataModule] | None:
-    """The zoo DataModule a `_target_` names, by its public path (zoo.data.X) or its module's; None for any other."""
+    """The zoo DataModule a `_target_` names (zoo.data.X or its module's path); None for any other."""
     for name, cls in ZooDataModule.registry.items():
         if target in (name, f"zoo.data.{cls.__name__}"):
             return cls

@@ -22,12 +22,10 @@ from zoo.interop.exportable import check_exportable
 from zoo.interop.limits import trained_context
 from zoo.interop.model_card import TrainingRun, write_model_card
 
-# What the integer labels of the registered GLUE datasets mean (GLUE's own task descriptions), for checkpoints
-# whose data recorded only the ids.
+# What the integer labels of the registered GLUE datasets mean, for checkpoints whose data recorded only the ids.
 GLUE_LABEL_NAMES = {"sst2": ["negative", "positive"]}
 ZOO_FORMAT_FILES = ("config.json", "model.safetensors", "README.md")
-# What --overwrite may replace: a directory holding only files that an export writes (in either format). Anything
-# else there (a checkout, a home directory given by mistake) is refused rather than deleted.
+# What --overwrite may replace: only files that an export writes (a home directory given by mistake is refused).
 EXPORTED_NAMES = frozenset(EXPORT_FILES) | frozenset(ZOO_FORMAT_FILES)
 
 
@@ -79,10 +77,8 @@ def _check_target(directory: Path, overwrite: bool) -> None:
 
 @contextlib.contextmanager
 def _staged(directory: Path):
-    """Yield a fresh staging directory beside `directory`; once the export in it is complete, its files replace
-    `directory`'s content whole: nothing of an earlier export remains (a tokenizer file it wrote and this one does
-    not would be loaded with the new model), and a failing export leaves the earlier one as it was. An existing
-    directory is kept (its permissions, a shell standing in it); only its files are swapped."""
+    """Yield a staging directory; once the export in it is complete, its files replace `directory`'s content whole
+    (no stale file of an earlier export remains); a failing export leaves the earlier one as it was."""
     real = directory.resolve()  # beside the real folder: renames stay on one file system
     real.parent.mkdir(parents=True, exist_ok=True)
     staging = real.with_name(f".{real.name}.export-{secrets.token_hex(4)}")
@@ -99,7 +95,7 @@ def _staged(directory: Path):
 
 def _swap_files(staging: Path, directory: Path) -> None:
     """Move `directory`'s files aside, the staged ones in, then drop the earlier ones; put everything back if a
-    move fails (renames on one file system: nothing is copied)."""
+    rename fails."""
     aside = directory.with_name(f".{directory.name}.replaced-{secrets.token_hex(4)}")
     aside.mkdir()
     moved_in: list[str] = []
@@ -139,8 +135,7 @@ def _note(message: str) -> None:
 
 
 def run_directory(checkpoint_path: str | Path) -> Path | None:
-    """The run directory train.py wrote the checkpoint into (`<run>/checkpoints/last.ckpt`), if it is one: it holds
-    result.json, .hydra/ or config_resolved.yaml."""
+    """The run directory train.py wrote the checkpoint into (`<run>/checkpoints/last.ckpt`), if it is one."""
     path = Path(checkpoint_path).resolve()
     folder = path.parent.parent if path.parent.name == "checkpoints" else path.parent
     markers = ("result.json", ".hydra", "config_resolved.yaml")
@@ -159,8 +154,8 @@ def _read(path: Path, parse):
 
 
 def training_run(checkpoint_path: str | Path, checkpoint: dict, info: dict) -> TrainingRun:
-    """What the model card tells of the training: the checkpoint's records, plus the run directory's result.json
-    (measured metrics), .hydra/overrides.yaml (the command) and config_resolved.yaml (the preset's name)."""
+    """What the model card tells of the training: the checkpoint's records, and the run directory's result.json,
+    .hydra/overrides.yaml (the command) and config_resolved.yaml (the preset's name)."""
     folder = run_directory(checkpoint_path)
     result = overrides = resolved = None
     if folder is not None:
@@ -194,8 +189,6 @@ def training_run(checkpoint_path: str | Path, checkpoint: dict, info: dict) -> T
 
 
 def run(args: argparse.Namespace) -> list[str]:
-    """Export; returns the names of the files written."""
-    # One-line errors for a missing, truncated or foreign file, naming this command's argument.
     check_checkpoint_file(args.checkpoint, option="the CHECKPOINT argument")
     checkpoint = read_checkpoint(args.checkpoint)
     model, info = load_model_from_checkpoint(args.checkpoint)
@@ -207,7 +200,6 @@ def run(args: argparse.Namespace) -> list[str]:
         _check_target(directory, args.overwrite)
         with _staged(directory) as staging:
             model.save_pretrained(staging)
-            # huggingface_hub's save_pretrained leaves an empty card template; this one says what the model is
             write_model_card(staging, model, fmt="zoo", context=trained_context(model, run.data), run=run)
             files = sorted(p.name for p in staging.iterdir() if p.name in ZOO_FORMAT_FILES)
         return files

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from zoo.checkpointing.reading import load_model_from_checkpoint, read_checkpoint
 from zoo.data import TranslationTokenizer, tokenizer_from_json
@@ -20,55 +21,40 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("checkpoint", help="a .ckpt file, e.g. logs/.../checkpoints/last.ckpt")
     t = p.add_argument_group("translation (Transformer checkpoints)")
-    t.add_argument(
-        "--source",
-        action="append",
-        default=None,
-        metavar="SENTENCE",
-        help="a sentence to translate; repeat for several",
-    )
+    t.add_argument("--source", action="append", metavar="SENTENCE", help="a sentence to translate; repeat for several")
     t.add_argument(
         "--input",
-        default=None,
         metavar="FILE",
-        help="a file of sentences to translate, one per line ('-' reads stdin); an empty line gives an "
-        "empty translation",
+        help="a file of sentences to translate, one per line ('-' reads stdin); an empty line gives an empty one",
     )
-    # Defaults None, filled in by `translation_options`: an option given for a GPT can then be told from its default.
-    t.add_argument("--beam-size", type=int, default=None, help="1 for greedy decoding (default: 5)")
-    t.add_argument("--length-penalty", type=float, default=None, help="GNMT's alpha (default: 0.6)")
+    # Every option of a mode defaults to None, filled in after parsing: an option given for the other kind of
+    # checkpoint is refused rather than silently ignored.
+    t.add_argument("--beam-size", type=int, help="1 for greedy decoding (default: 5)")
+    t.add_argument("--length-penalty", type=float, help="GNMT's alpha (default: 0.6)")
     t.add_argument(
-        "--max-len-b",
-        type=int,
-        default=None,
-        help="a translation has at most source length + this many tokens (default: 50)",
+        "--max-len-b", type=int, help="a translation has at most source length + this many tokens (default: 50)"
     )
-    t.add_argument("--batch-size", type=int, default=None, help="sentences decoded together (default: 64)")
-    # Not set unless given (SUPPRESS), then filled in from SAMPLING_DEFAULTS: a Transformer checkpoint can then
-    # refuse a sampling option that was given rather than ignore it.
+    t.add_argument("--batch-size", type=int, help="sentences decoded together (default: 64)")
     s = p.add_argument_group("sampling (GPT checkpoints)")
-    s.add_argument("--prompt", default=argparse.SUPPRESS, help="text to continue (default: a newline)")
-    s.add_argument(
-        "--max-new-tokens", type=int, default=argparse.SUPPRESS, help=f"at most {MAX_NEW_TOKENS:,} (default: 200)"
-    )
-    s.add_argument("--num-samples", type=int, default=argparse.SUPPRESS, help="(default: 1)")
-    s.add_argument("--temperature", type=float, default=argparse.SUPPRESS, help="0 for greedy decoding (default: 0.8)")
-    s.add_argument("--top-k", type=int, default=argparse.SUPPRESS, help="(default: 200)")
-    s.add_argument("--top-p", type=float, default=argparse.SUPPRESS, help="(default: none)")
-    s.add_argument("--seed", type=int, default=argparse.SUPPRESS, help="(default: 1337)")
+    s.add_argument("--prompt", help="text to continue (default: a newline)")
+    s.add_argument("--max-new-tokens", type=int, help=f"at most {MAX_NEW_TOKENS:,} (default: 200)")
+    s.add_argument("--num-samples", type=int, help="(default: 1)")
+    s.add_argument("--temperature", type=float, help="0 for greedy decoding (default: 0.8)")
+    s.add_argument("--top-k", type=int, help="(default: 200)")
+    s.add_argument("--top-p", type=float, help="(default: none)")
+    s.add_argument("--seed", type=int, help="(default: 1337)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default: cpu)")
     args = p.parse_args(argv)
-    args.sampling_given = [k for k in SAMPLING_DEFAULTS if hasattr(args, k)]
-    for key, default in SAMPLING_DEFAULTS.items():
-        if not hasattr(args, key):
+    args.given = [k for k in (*SAMPLING_DEFAULTS, *TRANSLATION_DEFAULTS) if getattr(args, k) is not None]
+    for key, default in {**SAMPLING_DEFAULTS, **TRANSLATION_DEFAULTS}.items():
+        if getattr(args, key) is None:
             setattr(args, key, default)
     return args
 
 
 DEVICE_TYPES = ("cpu", "cuda", "mps")
-# The translation options and their defaults; a GPT takes none of them.
+# The translation options and their defaults; a GPT takes none of them, a Transformer none of the sampling options.
 TRANSLATION_DEFAULTS = {"beam_size": 5, "length_penalty": 0.6, "max_len_b": 50, "batch_size": 64}
-# The sampling options and their defaults; a Transformer checkpoint takes none of them.
 SAMPLING_DEFAULTS = {
     "prompt": "\n",
     "max_new_tokens": 200,
@@ -78,8 +64,7 @@ SAMPLING_DEFAULTS = {
     "top_p": None,
     "seed": 1337,
 }
-# The samples are printed once complete: a count far beyond any use (a typo's extra zeros) would run for hours
-# without a line of output. A million tokens of a GPT sliding its context is already days on a CPU.
+# The samples print once complete: a typo's extra zeros would run for days without a line of output.
 MAX_NEW_TOKENS = 1_000_000
 
 
@@ -118,19 +103,22 @@ def check_options(args: argparse.Namespace) -> None:
         )
     if args.num_samples <= 0:
         raise ValueError(f"--num-samples must be positive, got {args.num_samples}")
-    if args.beam_size is not None and args.beam_size < 1:
+    if args.beam_size < 1:
         raise ValueError(f"--beam-size must be >= 1 (1: greedy decoding), got {args.beam_size}")
-    if args.batch_size is not None and args.batch_size < 1:
+    if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.max_len_b is not None and args.max_len_b < 0:
+    if args.max_len_b < 0:
         raise ValueError(f"--max-len-b must be >= 0, got {args.max_len_b}")
-    if args.length_penalty is not None and not math.isfinite(args.length_penalty):
+    if not math.isfinite(args.length_penalty):
         raise ValueError(f"--length-penalty must be a finite number, got {args.length_penalty}")
 
 
-def translation_options(args: argparse.Namespace) -> dict:
-    """The translation options, defaults filled in for those not given."""
-    return {k: default if getattr(args, k) is None else getattr(args, k) for k, default in TRANSLATION_DEFAULTS.items()}
+def _refuse_given(args: argparse.Namespace, options: dict, given_for: str, instead: str) -> None:
+    """Refuse the options of the other kind of checkpoint: ignoring them would look as if they had been applied."""
+    given = [f"--{k.replace('_', '-')}" for k in args.given if k in options]
+    if given:
+        verb = "is" if len(given) == 1 else "are"
+        raise ValueError(f"{', '.join(given)} {verb} for {given_for}; {args.checkpoint} {instead}")
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -159,20 +147,13 @@ def read_sources(args: argparse.Namespace) -> list[str]:
 
 
 def translate(args: argparse.Namespace) -> list[str]:
-    """Translate sentences with a seq2seq checkpoint; one output line per input line, in order.
-
-    Empty (or all-whitespace) lines translate to empty lines without being decoded. A sentence longer than the
-    model's max_len (in subword tokens, EOS included) is rejected with an error naming its line."""
-    given = [f"--{k.replace('_', '-')}" for k in getattr(args, "sampling_given", [])]
-    if given:  # a translation is a beam search (or greedy): ignoring them would look as if they had been applied
-        raise ValueError(
-            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for sampling from a GPT checkpoint; "
-            f"{args.checkpoint} translates (options: --beam-size, --length-penalty, --max-len-b, --batch-size)"
-        )
+    """Translate sentences with a seq2seq checkpoint: one output line per input line, in order (an empty line gives
+    an empty one); a sentence longer than the model's max_len is refused, naming its line."""
+    options = "translates (options: --beam-size, --length-penalty, --max-len-b, --batch-size)"
+    _refuse_given(args, SAMPLING_DEFAULTS, "sampling from a GPT checkpoint", options)
     model, info = load_model_from_checkpoint(args.checkpoint, task="seq2seq")
     if info.get("tokenizer") is None:
         raise ValueError(f"{args.checkpoint} has no tokenizer stored; it cannot turn text into tokens")
-    options = translation_options(args)
     tokenizer = TranslationTokenizer.from_json(info["tokenizer"])
     sentences = read_sources(args)
     limit = model.config.max_len
@@ -196,20 +177,16 @@ def translate(args: argparse.Namespace) -> list[str]:
     model.to(device)
     out = [""] * len(sentences)
     order = sorted(encoded, key=lambda i: len(encoded[i]))  # similar lengths together: little padding
-    for start in range(0, len(order), options["batch_size"]):
-        rows = order[start : start + options["batch_size"]]
-        width = max(len(encoded[i]) for i in rows)
-        src = torch.full((len(rows), width), tokenizer.pad_id, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for r, i in enumerate(rows):
-            src[r, : len(encoded[i])] = torch.tensor(encoded[i])
-            mask[r, : len(encoded[i])] = 1
+    for start in range(0, len(order), args.batch_size):
+        rows = order[start : start + args.batch_size]
+        src = pad_sequence([torch.tensor(encoded[i]) for i in rows], batch_first=True, padding_value=tokenizer.pad_id)
+        mask = pad_sequence([torch.ones(len(encoded[i]), dtype=torch.long) for i in rows], batch_first=True)
         result = model.generate(
             src.to(device),
             mask.to(device),
-            beam_size=options["beam_size"],
-            length_penalty=options["length_penalty"],
-            max_new_tokens=min(limit, width + options["max_len_b"]),
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
+            max_new_tokens=min(limit, src.shape[1] + args.max_len_b),
         )
         for r, i in enumerate(rows):
             out[i] = tokenizer.decode(result[r].tolist())
@@ -217,12 +194,8 @@ def translate(args: argparse.Namespace) -> list[str]:
 
 
 def generate(args: argparse.Namespace) -> list[str]:
-    given = [f"--{k.replace('_', '-')}" for k in TRANSLATION_DEFAULTS if getattr(args, k) is not None]
-    if given:  # a GPT samples (no beam search): silently ignoring them would look as if they had been applied
-        raise ValueError(
-            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for translating with a Transformer checkpoint; "
-            f"{args.checkpoint} is sampled from (for greedy decoding: --temperature 0)"
-        )
+    instead = "is sampled from (for greedy decoding: --temperature 0)"
+    _refuse_given(args, TRANSLATION_DEFAULTS, "translating with a Transformer checkpoint", instead)
     model, info = load_model_from_checkpoint(args.checkpoint, task="causal_lm")
     if info.get("tokenizer") is None:
         raise ValueError(f"{args.checkpoint} has no tokenizer stored; it cannot turn text into tokens")

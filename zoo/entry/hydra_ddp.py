@@ -1,7 +1,6 @@
-"""Lightning's DDP launcher re-runs the script once per extra rank; under Hydra it passes the parent's command line
-and `hydra.run.dir`. In a multirun that is wrong twice: the children would start a multirun of their own (`-m`
-is in the command line) and would write into `hydra.run.dir` instead of the job's directory. This replaces the
-command with the job's own resolved overrides, run in RUN mode, into the job's output directory.
+"""Lightning's DDP launcher re-runs the script per extra rank with the parent's command line and `hydra.run.dir`: in
+a multirun the children would start a multirun of their own (`-m`) and write outside the job's directory. This
+runs them with the job's own overrides, in RUN mode, into the job's output directory.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""After Hydra rejects an override of a key that does not exist, name the nearest existing key.
-
-Hydra prints its own error and exits; only then (so a normal start pays nothing) the config is composed once more
-without the bad override, and the closest dotted key is suggested. Only a rejected config gets a hint, and only for
-a key that is truly absent: a key whose value is `???` (data.text_files) exists.
+"""After Hydra rejects an override of a key that does not exist, name the nearest existing key: only then (a normal
+start pays nothing) the config is composed again without the bad override. A key whose value is `???` exists.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ def dotted_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
 
 
 def has_key(cfg: DictConfig, key: str) -> bool:
-    """Whether the dotted `key` exists, whatever its value (OmegaConf.select treats a `???` value as absent)."""
+    """Whether the dotted `key` exists, whatever its value (OmegaConf.select treats `???` as absent)."""
     parent_key, _, last = key.rpartition(".")
     parent = OmegaConf.select(cfg, parent_key, default=None, throw_on_missing=False) if parent_key else cfg
     return isinstance(parent, DictConfig) and last in parent

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.entry.run_lock import fresh_run_dir
+
 
 def wandb_offline() -> bool:
     """True unless an API key is available (WANDB_API_KEY or a `wandb login` entry in ~/.netrc), so that runs
@@ -23,23 +25,11 @@ def wandb_offline() -> bool:
         return True
 
 
-def _task_overrides() -> list[str]:
-    from hydra.core.hydra_config import HydraConfig
-
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-
-
 def resolve_ckpt_path(cfg: DictConfig, overrides: list[str] | None = None) -> str | None:
-    """The checkpoint a run resumes from, checked before anything is built or written.
-
-    A file path: it must be complete, hold only weights and match its checksum. `last` / auto_resume: the newest
-    good checkpoint of this start's own run, the one zoo.run_dir placed it in (the earlier run of the task started
-    with the same overrides: zoo.entry.resume), or of the directory hydra.run.dir names. No ckpt_path: a good
-    checkpoint already in this run's directory (the run continues it, as Lightning would). Checkpoints passed over
-    are named with the reason, in one line. `overrides`: this start's command-line overrides (default: Hydra's).
-
-    Refused in one line: several earlier runs that this start could continue, `ckpt_path=last` with none, and
-    `ckpt_path=last` of a finished run; auto_resume of a finished run raises RunFinished (nothing to do)."""
+    """The checkpoint a run resumes from, checked before anything is built: the file given; for `last` / auto_resume
+    the newest good one of this start's own run (zoo.entry.resume) or of hydra.run.dir; else a good one already in
+    the run's directory. `overrides`: this start's (default: Hydra's). A finished run raises RunFinished."""
+    from hydra.core.hydra_config import HydraConfig
     from lightning.pytorch.utilities import rank_zero_info
 
     from zoo.entry.resume import RunFinished, find_run, finished, others_note, recorded_value, several_runs_message
@@ -59,7 +49,9 @@ def resolve_ckpt_path(cfg: DictConfig, overrides: list[str] | None = None) -> st
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / "runs"
     others, among_runs = "", own.resolve().parent == runs_root.resolve()  # else a directory hydra.run.dir named
     if resuming and among_runs:
-        decision = find_run(runs_root, _task_overrides() if overrides is None else overrides)
+        if overrides is None:
+            overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+        decision = find_run(runs_root, overrides)
         # Runs of these overrides with nothing usable: their checkpoints are named as passed over.
         skipped += [s for m in decision.matching if m.checkpoint is None and m.run != own for s in m.skipped]
         if chosen is None and decision.ambiguous:
@@ -112,34 +104,20 @@ def resolve_ckpt_path(cfg: DictConfig, overrides: list[str] | None = None) -> st
 
 
 def run_dir(runs_root: str, fresh_name: str, ckpt_path, auto_resume, overrides=()) -> str:
-    """The output directory of a run: a fresh one, or, with ckpt_path=last or auto_resume, this start's own earlier
-    run: the one of the task started with the same command-line `overrides` (hydra.overrides.task) that holds a
-    usable checkpoint (zoo.entry.resume.find_run), so the resumed run continues in place (train.py then locks it:
-    see zoo.entry.run_lock). Never another configuration's run; when several runs or none fit, a fresh directory,
-    and resolve_ckpt_path says why in one line (the fresh directory goes again if the start stops there)."""
+    """The output directory of a run: with ckpt_path=last or auto_resume, this start's own earlier run (find_run),
+    continued in place; else (and when several or none fit: resolve_ckpt_path says why) a fresh one."""
     if ckpt_path == "last" or auto_resume:
         from zoo.entry.resume import find_run
 
         chosen = find_run(runs_root, list(overrides or ())).chosen
         if chosen is not None:
             return str(chosen.run)
-    from zoo.entry.run_lock import fresh_run_dir
-
     return fresh_run_dir(runs_root, fresh_name)
 
 
-def sweep_dir(multiruns_root: str, fresh_name: str) -> str:
-    """The directory of a multirun: claimed like a fresh run's (see zoo.entry.run_lock), so that two sweeps started
-    in the same second never share one. Registered with a cache: Hydra copies resolved values into every job's
-    config (also to the launcher's worker processes), so all jobs of the sweep land in the one directory claimed."""
-    from zoo.entry.run_lock import fresh_run_dir
-
-    return fresh_run_dir(multiruns_root, fresh_name)
-
-
 def wandb_run_id(output_dir: str) -> str:
-    """One wandb run per output directory: the id is kept in the directory, so a resumed run (and every DDP rank)
-    logs into the same wandb run, while each multirun job gets its own."""
+    """One wandb run per output directory, its id kept there: a resumed run (and every DDP rank) logs into the same
+    wandb run, each multirun job into its own."""
     path = Path(output_dir) / "wandb_run_id"
     if path.is_file():
         return path.read_text().strip()
@@ -149,21 +127,17 @@ def wandb_run_id(output_dir: str) -> str:
     return run_id
 
 
-def start_dir() -> str:
-    """The directory the command was started from. Hydra does not change into the run directory
-    (hydra.job.chdir=false), and unlike `${hydra:runtime.cwd}` this also resolves while a multirun sweeper computes
-    `hydra.sweep.dir`, before any job (and so any HydraConfig) exists."""
-    return os.getcwd()
-
-
 def register() -> None:
-    for name, fn in {
-        "zoo.start_dir": start_dir,
-        "zoo.wandb_offline": wandb_offline,
-        "zoo.run_dir": run_dir,
-        "zoo.wandb_run_id": wandb_run_id,
-    }.items():
+    # zoo.start_dir: the directory the command was started from (hydra.job.chdir=false); unlike
+    # ${hydra:runtime.cwd} it also resolves while a sweeper computes hydra.sweep.dir, before any HydraConfig exists.
+    # zoo.sweep_dir: a multirun's directory, claimed like a fresh run's; cached, since Hydra copies resolved values
+    # into every job's config, so that all jobs of the sweep land in the one directory claimed.
+    for name, fn, cache in (
+        ("zoo.start_dir", os.getcwd, False),
+        ("zoo.wandb_offline", wandb_offline, False),
+        ("zoo.run_dir", run_dir, False),
+        ("zoo.wandb_run_id", wandb_run_id, False),
+        ("zoo.sweep_dir", fresh_run_dir, True),
+    ):
         if not OmegaConf.has_resolver(name):
-            OmegaConf.register_new_resolver(name, fn)
-    if not OmegaConf.has_resolver("zoo.sweep_dir"):
-        OmegaConf.register_new_resolver("zoo.sweep_dir", sweep_dir, use_cache=True)
+            OmegaConf.register_new_resolver(name, fn, use_cache=cache)

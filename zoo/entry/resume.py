@@ -1,17 +1,13 @@
 """Which earlier run a start with `auto_resume=true` or `ckpt_path=last` continues: its own, never another job's.
 
-A task's runs share `logs/<task_name>/runs/` (a job array: one directory per job, named by the second it started).
-A start continues the run that was started with the same command-line overrides, as each run directory records
-them (`.hydra/overrides.yaml` for its first start, `.hydra/resume-<time>/overrides.yaml` for each start that
-continued it). How the start resumes (`auto_resume`, `ckpt_path`) and where runs are looked for (`task_name`,
-`paths.log_dir`) are not part of a run's identity; `trainer.max_steps` / `max_epochs` / `max_time` are compared
-too, but a run started with another length still counts when no run matches exactly (continuing a run for longer
-is what `ckpt_path=last` is for). When several runs match, the SLURM job they ran in (recorded at each start, the
-same after a requeue) decides; if that does not, nothing is guessed: the start is refused in one line naming them.
+A task's runs share `logs/<task_name>/runs/`. A start continues the run started with the same command-line overrides
+(recorded in `.hydra/overrides.yaml` and `.hydra/resume-<time>/overrides.yaml`), IGNORED_KEYS aside; a run of
+another length (LENGTH_KEYS) counts when none matches exactly. When several runs match, the SLURM job they ran in
+(the same after a requeue) decides; if it does not, the start is refused in one line naming them.
 
 A run is finished when it trained to this start's `trainer.max_steps` and wrote its result after its newest
-checkpoint (or has no result to write, `optimized_metric=null`); for a run bounded by epochs, when its result.json
-is newer than its newest checkpoint. A finished run is never continued into a second result.
+checkpoint (or has none to write, `optimized_metric=null`); bounded by epochs, when its result.json is newer than
+its newest checkpoint. A finished run is never continued into a second result.
 """
 
 from __future__ import annotations
@@ -33,18 +29,18 @@ SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID")
 
 
 class RunFinished(Exception):  # noqa: N818  (a way out of a start that has nothing to do, not an error)
-    """auto_resume found this start's run finished: nothing is started, and the command succeeds. `value`: the
-    result the run recorded for the optimized metric, if any (what a sweeper gets back)."""
+    """auto_resume found this start's run finished: nothing is started, and the command succeeds with `value`, the
+    result the run recorded for the optimized metric (what a sweeper gets back)."""
 
     def __init__(self, message: str, value: float | None = None) -> None:
         super().__init__(message)
         self.value = value
 
 
-@lru_cache(maxsize=1024)  # a run's starts are read again when train.py checks the directory zoo.run_dir chose
+@lru_cache(maxsize=1024)  # read again when train.py checks the directory zoo.run_dir chose; callers never change it
 def _parse(overrides: tuple[str, ...]) -> dict[str, str]:
     """key -> value of each override, as Hydra reads them (`lr=1e-3` and `lr=0.001` are one value; `+key=` and
-    `++key=` one key), minus IGNORED_KEYS. Callers do not change the dict returned (it is cached)."""
+    `++key=` one key), minus IGNORED_KEYS."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -82,8 +78,7 @@ def run_starts(run: Path) -> list[Path]:
 
 
 def launcher_ids(environ=None) -> set[str]:
-    """The ids a SLURM job keeps across a requeue: its job id (each task of an array has its own), and the array
-    job and task ids. Empty outside SLURM."""
+    """The ids a SLURM job keeps across a requeue (its job id, its array job and task); empty outside SLURM."""
     env = os.environ if environ is None else environ
     ids = set()
     if env.get("SLURM_JOB_ID"):
@@ -94,7 +89,6 @@ def launcher_ids(environ=None) -> set[str]:
 
 
 def record_launcher(configs: Path) -> None:
-    """Write the SLURM ids of this start beside its overrides (nothing outside SLURM)."""
     found = {name: os.environ[name] for name in SLURM_VARIABLES if os.environ.get(name)}
     if found:
         (configs / LAUNCHER_FILE).write_text(json.dumps(found) + "\n")
@@ -128,7 +122,6 @@ class Decision:
 
 
 def find_run(runs_root: str | Path, overrides: list[str]) -> Decision:
-    """The run under `runs_root` that a start with `overrides` continues (see the module's docstring)."""
     from zoo.checkpointing.choosing import checkpoint_files, choose_checkpoint
 
     root = Path(runs_root)
@@ -156,10 +149,8 @@ def find_run(runs_root: str | Path, overrides: list[str]) -> Decision:
 
 
 def _difference(theirs: dict[str, str], mine: dict[str, str]) -> str:
-    shown = []
-    for key in sorted(theirs.keys() | mine.keys()):
-        if theirs.get(key) != mine.get(key):
-            shown.append(f"{key}: {theirs.get(key, 'not given')} (this start: {mine.get(key, 'not given')})")
+    keys = sorted(k for k in theirs.keys() | mine.keys() if theirs.get(k) != mine.get(k))
+    shown = [f"{k}: {theirs.get(k, 'not given')} (this start: {mine.get(k, 'not given')})" for k in keys]
     return "; ".join(shown[:3]) + (f"; {len(shown) - 3} more" if len(shown) > 3 else "") or "same overrides"
 
 
@@ -180,8 +171,7 @@ def others_note(others: list[str]) -> str:
 
 
 def finished(run: Path, checkpoint: Path, step: int, cfg: DictConfig) -> str | None:
-    """Why the run that holds `checkpoint` (its newest usable one, at `step`) is finished for this start, or
-    None when the start would still train it (more steps asked for, or a result still to be written)."""
+    """Why the run that holds `checkpoint` (its newest usable one, at `step`) is finished for this start, or None."""
     max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=None)
     result = run / "result.json"
     wrote_result = result.is_file() and result.stat().st_mtime_ns >= checkpoint.stat().st_mtime_ns
@@ -197,7 +187,6 @@ def finished(run: Path, checkpoint: Path, step: int, cfg: DictConfig) -> str | N
 
 
 def recorded_value(run: Path, metric: str | None) -> float | None:
-    """The value the run recorded for `metric` in its result.json, if it did."""
     try:
         record = json.loads((run / "result.json").read_text())
     except (OSError, ValueError):

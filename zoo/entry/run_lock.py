@@ -1,13 +1,10 @@
 """One run, one directory, one writer.
 
-Runs started in the same second (a job array, a loop of `python train.py ... &`) would all be named after that
-second; a fresh run therefore claims its directory with an exclusive `mkdir`, taking the next free name
-(`<second>`, `<second>-1`, ...). The processes of one multi-process job (torchrun, srun) must share one directory
-instead: they take it from the launcher's job id, or, under torchrun without one, from rank 0 through torchrun's
-store. A run that continues an earlier directory (ckpt_path=last,
-auto_resume, hydra.run.dir of an existing run) locks it for as long as it runs, so that two processes never write
-one run. The lock is an `flock` on the directory itself: no lock file is left behind, and the kernel releases it
-when the process ends, however it ends.
+Runs started in the same second (a job array) would share its name: a fresh run claims its directory with an
+exclusive `mkdir`, taking the next free name (`<second>`, `<second>-1`, ...). The processes of one multi-process job
+share one directory, named after the launcher's job id, or, under torchrun without one, claimed by rank 0 and passed
+through torchrun's store. A run locks its directory while it runs (an `flock` on the directory itself, released by
+the kernel however the process ends), so that two processes never write one run.
 """
 
 from __future__ import annotations
@@ -19,10 +16,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-# Directories this process claimed, by (runs_root, name): a config resolved twice gets the same one.
-_claimed: dict[tuple[str, str], Path] = {}
-# The folders above them that the claims created (logs/, logs/train/, ...), deepest first when removed.
-_created_parents: list[Path] = []
+_claimed: dict[tuple[str, str], Path] = {}  # by (runs_root, name): a config resolved twice gets the same one
+_created_parents: list[Path] = []  # the folders above them that the claims created (logs/, logs/train/, ...)
 _locks: dict[Path, int] = {}
 
 
@@ -51,10 +46,8 @@ def _torchrun_store():
 
 
 def fresh_run_dir(runs_root: str, fresh_name: str) -> str:
-    """A directory under `runs_root` that no other run uses: `fresh_name` or the first free `fresh_name-N`. The
-    processes of one job share one: named after the launcher's job id, or, under torchrun without one, the
-    directory rank 0 claims, passed to the other ranks through torchrun's store (each node composes its own
-    `${now}`, seconds apart)."""
+    """A directory under `runs_root` that no other run uses: `fresh_name` or the first free `fresh_name-N`, shared by
+    the processes of one job (each node composes its own `${now}`, seconds apart)."""
     job_id = _launcher_job_id()
     if job_id is not None:  # every process of the job computes the same name, whenever it starts
         return f"{runs_root}/{job_id}"
@@ -96,15 +89,14 @@ def _remove_if_empty(path: Path) -> None:
 
 @atexit.register
 def _release_unused_claims() -> None:
-    """A command that claimed a directory and wrote nothing into it (a refused start, a multirun that resolved the
-    single-run directory too) leaves none, nor the folders created to hold it."""
+    """A directory claimed and left empty (a refused start, a multirun that resolved the single-run directory too)
+    goes at exit, with the folders created to hold it."""
     for path in [*_claimed.values(), *sorted(_created_parents, key=lambda p: len(p.parts), reverse=True)]:
         _remove_if_empty(path)
 
 
 def remove_if_unused(run_dir: str | Path) -> None:
-    """After a start that failed: its directory goes if the start left it empty, and only if this process held
-    it (a start refused because another process holds the directory leaves it to that process)."""
+    """After a start that failed: its directory goes if left empty, and only if this process held it."""
     path = Path(run_dir).resolve()
     if path in _locks:
         _remove_if_empty(path)
@@ -129,7 +121,6 @@ def lock_run_dir(run_dir: str | Path) -> None:
 
 
 def unlock_run_dir(run_dir: str | Path) -> None:
-    """Release the lock of a run that ended (a multirun's jobs run one after another in one process)."""
     fd = _locks.pop(Path(run_dir).resolve(), None)
     if fd is not None:
         os.close(fd)

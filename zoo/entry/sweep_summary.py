@@ -1,9 +1,6 @@
-"""End-of-sweep summary: a table and a plot of the optimized metric against every swept parameter.
-
-Each job of a multirun writes `result.json` (metric name, value, its overrides) into its own directory, or
-`failed.json` (its overrides and the error) when it failed (zoo.entry.errors); this Hydra callback reads them back
-when the multirun ends, so it works for every launcher, in-process or not. The failed jobs are listed in the
-summary, and the multirun then exits 1.
+"""End-of-sweep summary: a table and a plot of the optimized metric against every swept parameter, read back from
+each job's `result.json` or `failed.json` (zoo.entry.errors) when the multirun ends, whatever the launcher. The
+failed jobs are listed, and the multirun then exits 1.
 """
 
 from __future__ import annotations
@@ -18,23 +15,18 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
-
-
 FAILED = "failed.json"
 
 
-def write_failure(job_dir, *, job: int, overrides: list[str], error: str) -> Path:
-    """The record of a job that failed: what the summary lists (a later successful run of the job wins)."""
+def write_failure(job_dir, *, job: int, overrides: list[str], error: str) -> None:
     path = Path(job_dir) / FAILED
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"job": job, "status": "failed", "error": error, "overrides": overrides}
     path.write_text(json.dumps(record, indent=2) + "\n")
-    return path
 
 
 def collect_results(sweep_dir: Path) -> list[dict]:
-    """Every job's record, in job order: result.json, or failed.json (with "status": "failed" and "dir") when the
-    job failed after its last result."""
+    """Every job's record, in job order: result.json, or failed.json (with "dir") when it is newer."""
     records = []
     job_dirs = {p.parent for name in ("result.json", FAILED) for p in sweep_dir.glob(f"*/{name}")}
     for job_dir in sorted(job_dirs, key=_job_order):
@@ -56,8 +48,8 @@ def _job_order(job_dir: Path):
 
 
 def swept_values(results: list[dict], swept: Iterable[str] = ()) -> dict[str, list[str]]:
-    """Parameter -> its value in each job, for the overrides that differ between jobs and for the parameters the
-    sweep was given (`swept`), also those given one value (`-m model.optimizer.lr=1e-3 seed=1,2`: lr too)."""
+    """Parameter -> its value in each job, for the overrides that differ between jobs and the parameters the sweep
+    was given (`swept`), even with one value."""
     per_job = [dict(o.split("=", 1) for o in r["overrides"] if "=" in o) for r in results]
     keys = sorted({k for job in per_job for k in job})
     swept = set(swept)
@@ -67,8 +59,7 @@ def swept_values(results: list[dict], swept: Iterable[str] = ()) -> dict[str, li
 
 
 def swept_parameters(config: DictConfig) -> list[str]:
-    """The parameters a multirun was given: its command-line overrides (each one a dimension of the grid, with one
-    value or several) and the sweeper's `params` (Optuna's search space, a grid given in a config)."""
+    """The parameters a multirun was given: its command-line overrides and the sweeper's `params`."""
     keys = [
         o.split("=", 1)[0] for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or () if "=" in o
     ]
@@ -77,8 +68,6 @@ def swept_parameters(config: DictConfig) -> list[str]:
 
 
 def write_summary(sweep_dir: Path, swept: Iterable[str] = ()) -> tuple[Path, Path | None] | None:
-    """summary.md and summary.png of the sweep in `sweep_dir`; `swept`: the parameters it was given (columns even
-    where every job had the same value)."""
     results = collect_results(sweep_dir)
     if not results:
         return None
@@ -134,7 +123,7 @@ class SweepSummary(Callback):
             log.info(f"sweep summary: {written[0]}" + (f", plot {written[1]}" if written[1] else ""))
         failed = failures(collect_results(sweep_dir))
         if failed:
-            # Hydra ignores what a callback raises (it warns); an exit status is what a script or scheduler reads.
+            # Hydra only warns about what a callback raises; a script or scheduler reads the exit status.
             where = ", ".join(r["dir"] for r in failed)
             print(
                 f"error: {len(failed)} job(s) of the sweep failed: {where}; see {sweep_dir / 'summary.md'}",

@@ -30,15 +30,14 @@ from zoo.entry.resolvers import resolve_ckpt_path
 from zoo.entry.resume import RunFinished, record_launcher
 from zoo.entry.run_lock import lock_run_dir, remove_if_unused, unlock_run_dir
 
-# The exit status after SIGTERM (128 + 15, what a shell reports for a process the signal ended), so that a scheduler
-# sees that the job was stopped rather than finished.
+# What a shell reports for a process ended by SIGTERM / Ctrl-C: a scheduler sees that the job stopped, not finished.
 SIGTERM_EXIT = 143
-CTRL_C_EXIT = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+CTRL_C_EXIT = 130
 
 
 def train(cfg: DictConfig) -> float | None:
     """Fit, then validate/test with the final weights; returns `cfg.optimized_metric` for sweepers."""
-    mark_job_start()  # a later job of a multirun counts its start-up from here (zoo.callbacks.phase_times)
+    mark_job_start()  # a later job of a multirun counts its start-up from here
     quiet()
     loggers: list = []
     try:
@@ -67,13 +66,11 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
 
     # A resumed run's network comes from its checkpoint, never again from model.pretrained (resumed_configs).
     data_cfg, model_cfg, given = resumed_configs(cfg, ckpt_path) if ckpt_path else (cfg.data, cfg.model, {})
+    # _convert_="all": plain containers reach the objects (and their checkpoints, which load with weights_only=True).
     datamodule = hydra.utils.instantiate(data_cfg, _convert_="all")
-    # _convert_="all": plain lists and dicts, never OmegaConf containers, reach the objects (and their checkpoints,
-    # which must load with weights_only=True).
     net = hydra.utils.instantiate(build_model_config(model_cfg.net, datamodule), _convert_="all")
     if cfg.get("measure") is not None:
-        # A job that measures the built model instead of training it (the lab's timing questions): `measure` is a
-        # target called with the network and the data, returning (metrics, record) for result.json.
+        # A job that measures the built model instead of training it (the lab): returns (metrics, record).
         datamodule.setup("fit")
         start_run(cfg)
         return _result(cfg, *hydra.utils.instantiate(cfg.measure, net=net, datamodule=datamodule, _convert_="all"))
@@ -82,8 +79,7 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
     net = task.net  # a task that starts from a pretrained model builds its own network
     loggers += build_loggers(cfg.get("logger"))
     callbacks = build_callbacks(cfg.get("callbacks"), has_logger=bool(loggers))
-    # The configured summary callback prints the summary; Lightning would add its default one unless told not to,
-    # and says at every start that it skipped it.
+    # The configured summary callback prints the summary (else Lightning says at every start it skipped its own).
     summary = {"enable_model_summary": False} if any(isinstance(c, ModelSummary) for c in callbacks) else {}
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, **summary)
     if ckpt_path:  # a checkpoint this run cannot continue is refused before the run directory changes
@@ -95,7 +91,6 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
         logger.log_hyperparams({**OmegaConf.to_container(cfg, resolve=True), **counts})
     rank_zero_info(f"{type(net).__name__} with {counts['params/total']:,} parameters; output in {cfg.paths.output_dir}")
     if ckpt_path and cfg.get("ckpt_path") is None and not cfg.get("auto_resume"):
-        # Not asked for: a new run pointed at an earlier run's directory (hydra.run.dir=...) continues it.
         rank_zero_info(
             f"resuming from {ckpt_path} because hydra.run.dir already holds a checkpoint; pass ckpt_path=<a "
             "checkpoint> or a new directory to start fresh"
@@ -110,17 +105,15 @@ def _train(cfg: DictConfig, loggers: list) -> float | None:
             notices = [c.received.name for c in trainer.callbacks if isinstance(c, PreemptionCheckpoint) and c.received]
             _stopped(cfg, trainer, notices[0] if notices else "SIGTERM", SIGTERM_EXIT)
         except SystemExit as stop:
-            # Lightning's exit(1) while it handles Ctrl-C, once the on-exception checkpoint is written
+            # Lightning's exit(1) on Ctrl-C, once the on-exception checkpoint is written
             if isinstance(stop.__context__, KeyboardInterrupt):
                 _stopped(cfg, trainer, "Ctrl-C", CTRL_C_EXIT)
             raise
     metrics = dict(trainer.callback_metrics)
-    if cfg.get("validate", True) and not trainer.fast_dev_run:
-        trainer.validate(task, datamodule=datamodule, verbose=True)
-        metrics.update(trainer.callback_metrics)
-    if cfg.get("test", False) and not trainer.fast_dev_run:
-        trainer.test(task, datamodule=datamodule, verbose=True)
-        metrics.update(trainer.callback_metrics)
+    for stage, default in (("validate", True), ("test", False)):
+        if cfg.get(stage, default) and not trainer.fast_dev_run:
+            getattr(trainer, stage)(task, datamodule=datamodule, verbose=True)
+            metrics.update(trainer.callback_metrics)
     for timer in (c for c in trainer.callbacks if isinstance(c, PhaseTimes)):
         metrics.update(timer.finish(cfg.paths.output_dir) or {})
 
@@ -143,8 +136,7 @@ def _result(cfg: DictConfig, metrics: dict, record: dict, checkpoint: str | None
 
 
 def _never_logged(cfg: DictConfig, name: str, metrics: dict, checkpoint: str | None) -> str:
-    """Why `optimized_metric` is missing after the run, how to fix it, and that the run's work is kept (the error
-    only means there is no value to return to a sweeper)."""
+    """Why `optimized_metric` is missing after the run, how to fix it, and that the run's work is kept."""
     logged = ", ".join(sorted(metrics)) or "none"
     stage = name.split("/", 1)[0]
     trainer = cfg.get("trainer") or {}
@@ -165,11 +157,9 @@ def _never_logged(cfg: DictConfig, name: str, metrics: dict, checkpoint: str | N
 
 @rank_zero_only
 def start_run(cfg: DictConfig) -> None:
-    """The run really starts: its configs are written and its log file opened. Hydra writes nothing at job start
-    (hydra.output_subdir=null in train.yaml), so a start that fails before this point (a bad value, missing data)
-    leaves an existing run directory as it was. The first start of a directory writes `.hydra/` and
-    `config_resolved.yaml` (and `launcher.json` under SLURM); a start that continues it (resume in place) keeps them
-    and writes its own beside them, in `.hydra/resume-<time>/`."""
+    """The run really starts: its configs are written and its log file opened (Hydra writes nothing at job start,
+    hydra.output_subdir=null, so a start that fails before this leaves an existing run directory as it was). A start
+    that continues a run in place writes its configs in `.hydra/resume-<time>/`, beside the first start's."""
     out = Path(cfg.paths.output_dir)
     configs = out / ".hydra"
     if (configs / "config.yaml").exists() or (out / "config_resolved.yaml").exists():
@@ -186,16 +176,14 @@ def start_run(cfg: DictConfig) -> None:
         OmegaConf.save(cfg, configs / "config.yaml")
         OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), configs / "hydra.yaml")
         OmegaConf.save(OmegaConf.create(list(hydra_cfg.overrides.task)), configs / "overrides.yaml")
-        record_launcher(configs)  # the SLURM job ids, which tell a requeued job's run (zoo.entry.resume)
+        record_launcher(configs)  # the SLURM job ids, which tell a requeued job's run
     OmegaConf.save(cfg, resolved, resolve=True)
     start_run_log()
 
 
 def _stopped(cfg: DictConfig, trainer, by: str, status: int) -> None:
-    """Lightning ends fit on SIGTERM with a SystemExit of status 0 (SIGTERMException), on Ctrl-C with exit(1),
-    after the on-exception checkpoint callback wrote its file. A scheduler or a shell must see that the run did not
-    finish, and the user where its work is: one line (the checkpoint, how to resume), exit 143 or 130."""
-    # The on-exception checkpoint callbacks (Lightning's OnExceptionCheckpoint, the zoo's) name their file ckpt_path.
+    """After SIGTERM or Ctrl-C (once the on-exception checkpoint is written), one line: the checkpoint and how to
+    resume; then exit 143 or 130 (Lightning exits 0 on SIGTERM), so that a scheduler sees the run did not finish."""
     saved = [c.ckpt_path for c in trainer.callbacks if isinstance(c, Checkpoint) and hasattr(c, "ckpt_path")]
     saved = [p for p in saved if Path(p).is_file()]
     if saved:
@@ -221,8 +209,7 @@ def _stopped(cfg: DictConfig, trainer, by: str, status: int) -> None:
 
 @rank_zero_only
 def save_result(cfg: DictConfig, metric: str, value: float, **extra) -> None:
-    """result.json in the run directory: what sweeps summarize when they end (`extra`: all logged metrics and
-    what the callbacks recorded, zoo.entry.records; `python -m zoo.lab report` reads them)."""
+    """result.json in the run directory, what sweeps summarize (`extra`: zoo.entry.records.run_record)."""
     overrides, job = [], 0
     if HydraConfig.initialized():
         overrides = list(HydraConfig.get().overrides.task)
