@@ -363,17 +363,11 @@ def test_a_timm_file_at_another_image_size_and_layer_decay(tmp_path):
 
 def timm_vit_state(model: ViT) -> dict[str, torch.Tensor]:
     """zoo's ViT as timm names it (the inverse of zoo.interop.vit's mapping)."""
-    from zoo.interop.vit import _BLOCK
+    from zoo.interop.names import rename_back
+    from zoo.interop.vit import _TIMM
 
-    out = {}
-    for name, tensor in model.state_dict().items():
-        if name == "pos_emb.weight":
-            out["pos_embed"] = tensor[None]
-        elif name.startswith("blocks.layers."):
-            _, _, index, rest = name.split(".", 3)
-            out[f"blocks.{index}.{_BLOCK[rest]}"] = tensor
-        else:
-            out[name] = tensor
+    state = model.state_dict()
+    out = rename_back(state | {"pos_emb.weight": state["pos_emb.weight"][None]}, _TIMM)
     return {k: v.contiguous() for k, v in out.items()}
 
 

@@ -12,15 +12,14 @@ from pathlib import Path
 from zoo.models import Transformer, ViT, ZooModel
 
 from .exportable import check_exportable, is_native
-from .hf import label_maps, save_hf
-from .hf_image_processor import save_image_processor
+from .hf import save_hf
+from .hf_files import label_maps
 from .hf_tokenizer import TOKENIZER_FILES, save_tokenizer
 from .limits import trained_context
 from .model_card import TrainingRun, write_model_card
 from .remote_code import REMOTE_FILES, save_remote
 
-# zoo's generate.py samples with these by default; the exported model does the same unless told otherwise
-# (pipeline(..., do_sample=False) for greedy decoding).
+# zoo's generate.py samples with these by default; so does the export (do_sample=False for greedy decoding).
 SAMPLING_DEFAULTS = {"do_sample": True, "temperature": 0.8, "top_k": 200}
 EXPORT_FILES = (
     "config.json",
@@ -33,31 +32,48 @@ EXPORT_FILES = (
 )
 
 
-def _save_generation_config(directory: Path, token_ids: dict[str, int | None], context: int, stop: bool) -> None:
-    # max_length caps prompt + new tokens at the trained context: GPT2LMHeadModel has no position past it (an
-    # IndexError deep in the model), and transformers' pipeline would otherwise add its own max_new_tokens=256.
-    # stop=False (a character model, whose eos is the newline): no eos_token_id, so generation runs on past line
-    # breaks as zoo's generate.py does.
+def _generation_config(model: ZooModel, token_ids: dict[str, int | None], context: int, stop: bool) -> dict:
+    if isinstance(model, Transformer):
+        # zoo's Transformer.generate: greedy from BOS, stopping at EOS. With learned or sinusoidal positions the
+        # decoder has max_len of them: BOS + max_len tokens (the last is never fed back), so max_length = max_len + 1.
+        c = model.config
+        config = {"decoder_start_token_id": c.bos_token_id, "do_sample": False, "num_beams": 1}
+        config |= {"bos_token_id": c.bos_token_id, "eos_token_id": c.eos_token_id, "pad_token_id": c.pad_token_id}
+        return config | ({"max_length": c.max_len + 1} if c.positions in ("learned", "sinusoidal") else {})
+    # max_length caps prompt + new tokens at the trained context (GPT2LMHeadModel has no position past it).
+    # stop=False (a character model, whose eos is the newline): no eos_token_id, as zoo's generate.py.
     ids = {k: v for k, v in token_ids.items() if v is not None and (stop or k != "eos_token_id")}
-    config = {**ids, **SAMPLING_DEFAULTS, "max_length": context}
-    (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return {**ids, **SAMPLING_DEFAULTS, "max_length": context}
 
 
-def _save_seq2seq_generation_config(directory: Path, model: Transformer, context: int | None) -> None:
-    # zoo's Transformer.generate: greedy from BOS, stopping at EOS. With learned or sinusoidal positions the decoder
-    # has max_len of them: BOS + max_len tokens (the last is never fed back), so max_length = max_len + 1 stops there.
-    c = model.config
+PIL_BILINEAR = 2  # PIL.Image.Resampling.BILINEAR, as transformers stores it
+
+
+def save_image_processor(
+    directory: str | Path, *, image_size: int, mean: list[float], std: list[float], channels: int
+) -> None:
+    """preprocessor_config.json: ViTImageProcessor resizes to image_size, rescales by 1/255 and normalizes, as zoo's
+    data does (the resize is the identity for MNIST and CIFAR-10 at their native size)."""
+    if len(mean) != channels or len(std) != channels:
+        raise ValueError(
+            f"image_mean {mean} / image_std {std} do not have one value per channel of the model ({channels} channels)"
+        )
     config = {
-        "decoder_start_token_id": c.bos_token_id,
-        "bos_token_id": c.bos_token_id,
-        "eos_token_id": c.eos_token_id,
-        "pad_token_id": c.pad_token_id,
-        "do_sample": False,
-        "num_beams": 1,
+        "image_processor_type": "ViTImageProcessor",
+        "do_resize": True,
+        "size": {"height": image_size, "width": image_size},
+        "resample": PIL_BILINEAR,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [float(v) for v in mean],
+        "image_std": [float(v) for v in std],
     }
-    if c.positions in ("learned", "sinusoidal"):
-        config["max_length"] = c.max_len + 1
-    (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    if channels == 3:
+        config["do_convert_rgb"] = True  # grayscale or RGBA pictures become the 3 channels the model expects
+    path = Path(directory) / "preprocessor_config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def rgb_from_grayscale(model: ViT) -> ViT:
@@ -92,9 +108,8 @@ def export_hf(
     context_length: the longest input the model was trained on (default: from `run`'s data, else the model's
         positions); the tokenizer's model_max_length and GPT's generation max_length.
     run: how the model was trained, for the model card (README.md); zoo-export reads it from the run directory.
-    A grayscale (1-channel) ViT is written as the equivalent 3-channel model (`rgb_from_grayscale`).
-    A model that no native Hugging Face class computes (a lab switch) is written with its own modelling code
-    (zoo.interop.remote_code), which transformers loads with trust_remote_code=True."""
+    A grayscale ViT is written as the equivalent 3-channel model; a model that no native Hugging Face class computes
+    with its own modelling code (trust_remote_code=True)."""
     check_exportable(model)
     context = _context(model, context_length, run)
     if tokenizer_json is not None and model.reads != "text":
@@ -119,11 +134,10 @@ def export_hf(
         save_hf(model, directory, labels=labels, token_ids=token_ids)
     else:  # a lab switch: the model's own code goes along (trust_remote_code=True)
         save_remote(model, directory, labels=labels, token_ids=token_ids)
-    if model.pipeline_tag() == "text-generation":
+    if model.pipeline_tag() in ("text-generation", "translation"):
         char = tokenizer_json is not None and json.loads(tokenizer_json).get("kind") == "char"
-        _save_generation_config(directory, token_ids, context, stop=not char)
-    if model.pipeline_tag() == "translation":
-        _save_seq2seq_generation_config(directory, model, context)
+        config = _generation_config(model, token_ids, context, stop=not char)
+        (directory / "generation_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     if image_mean is not None:
         c = model.config
         save_image_processor(directory, image_size=c.image_size, mean=image_mean, std=image_std, channels=c.in_channels)

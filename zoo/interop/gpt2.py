@@ -10,42 +10,34 @@ import torch
 
 from zoo.models.gpt import GPT
 
-_ACTIVATIONS = {
-    "gelu_new": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "gelu": "gelu",
-    "relu": "relu",
-    "relu2": "relu2",
-}
-_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+from .names import HF_ACTIVATIONS, ZOO_TO_HF_ACTIVATION, load_state, rename, rename_back
 
-# HF suffix within a layer -> our suffix within a block.
-_LAYER_NAMES = {
-    "ln_1.weight": "norm1.weight",
-    "ln_1.bias": "norm1.bias",
-    "attn.c_attn.weight": "self_attn.qkv.weight",
-    "attn.c_attn.bias": "self_attn.qkv.bias",
-    "attn.c_proj.weight": "self_attn.out.weight",
-    "attn.c_proj.bias": "self_attn.out.bias",
-    "ln_2.weight": "norm2.weight",
-    "ln_2.bias": "norm2.bias",
-    "mlp.c_fc.weight": "ff.fc1.weight",
-    "mlp.c_fc.bias": "ff.fc1.bias",
-    "mlp.c_proj.weight": "ff.fc2.weight",
-    "mlp.c_proj.bias": "ff.fc2.bias",
-}
-_TOP_NAMES = {
-    "wte.weight": "tok_emb.weight",
-    "wpe.weight": "pos_emb.weight",
-    "ln_f.weight": "blocks.final_norm.weight",
-    "ln_f.bias": "blocks.final_norm.bias",
-}
+# HF name (below "transformer.") -> zoo name.
+_NAMES = [
+    ("wte.weight", "tok_emb.weight"),
+    ("wpe.weight", "pos_emb.weight"),
+    ("ln_f.{p}", "blocks.final_norm.{p}"),
+    ("h.{i}.ln_1.{p}", "blocks.layers.{i}.norm1.{p}"),
+    ("h.{i}.attn.c_attn.{p}", "blocks.layers.{i}.self_attn.qkv.{p}"),
+    ("h.{i}.attn.c_proj.{p}", "blocks.layers.{i}.self_attn.out.{p}"),
+    ("h.{i}.ln_2.{p}", "blocks.layers.{i}.norm2.{p}"),
+    ("h.{i}.mlp.c_fc.{p}", "blocks.layers.{i}.ff.fc1.{p}"),
+    ("h.{i}.mlp.c_proj.{p}", "blocks.layers.{i}.ff.fc2.{p}"),
+    ("h.{i}.attn.bias", None),  # causal-mask buffers stored by old HF versions, not weights
+    ("h.{i}.attn.masked_bias", None),
+]
+
+
+def _transpose_conv1d(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.t() if k.startswith("blocks.layers.") and v.dim() == 2 else v for k, v in state.items()}
 
 
 def config_from_hf(hf: dict) -> dict:
     activation = hf.get("activation_function", "gelu_new")
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"GPT-2 activation_function '{activation}' is not supported; use one of {list(_ACTIVATIONS)}")
+    if activation not in HF_ACTIVATIONS:
+        raise ValueError(
+            f"GPT-2 activation_function '{activation}' is not supported; use one of {list(HF_ACTIVATIONS)}"
+        )
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
         if hf.get(flag):
             raise ValueError(f"GPT-2 option {flag}=true is not supported by zoo's GPT")
@@ -61,42 +53,20 @@ def config_from_hf(hf: dict) -> dict:
         n_inner=None if inner == 4 * hf["n_embd"] else inner,  # None: GPT-2's own 4 * n_embd
         dropout=hf.get("resid_pdrop", 0.0),
         layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
-        activation=_ACTIVATIONS[activation],
+        activation=HF_ACTIVATIONS[activation],
         tie_weights=hf.get("tie_word_embeddings", True),
     )
 
 
 def load(hf_config: dict, weights: dict[str, torch.Tensor]) -> GPT:
     model = GPT.from_config_dict(config_from_hf(hf_config))
-    state: dict[str, torch.Tensor] = {}
-    for name, tensor in weights.items():
-        key = name.removeprefix("transformer.")
-        if key == "lm_head.weight":
-            if model.lm_head is not None:
-                state["lm_head.weight"] = tensor
-            continue
-        if key in _TOP_NAMES:
-            state[_TOP_NAMES[key]] = tensor
-            continue
-        parts = key.split(".", 2)
-        if len(parts) == 3 and parts[2] in ("attn.bias", "attn.masked_bias"):
-            continue  # causal-mask buffers stored by old HF versions, not weights
-        if parts[0] != "h" or len(parts) < 3 or parts[2] not in _LAYER_NAMES:
-            raise ValueError(f"unexpected tensor '{name}' in a GPT-2 checkpoint")
-        suffix = parts[2]
-        state[f"blocks.layers.{parts[1]}.{_LAYER_NAMES[suffix]}"] = tensor.t() if suffix in _CONV1D else tensor
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [m for m in missing if m != "lm_head.weight" or model.lm_head is not None]
-    if missing or unexpected:
-        raise ValueError(f"GPT-2 checkpoint does not match: missing {missing}, unexpected {unexpected}")
-    return model
+    rules = [*_NAMES, ("lm_head.weight", None if model.lm_head is None else "lm_head.weight")]
+    state = rename({k.removeprefix("transformer."): v for k, v in weights.items()}, rules, "a GPT-2 checkpoint")
+    return load_state(model, _transpose_conv1d(state), "GPT-2 checkpoint")
 
 
 def save(model: GPT) -> tuple[dict, dict[str, torch.Tensor]]:
     c = model.config
-    activation = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "relu2": "relu2"}[c.activation]
-    if not c.bias:
-        raise ValueError("GPT-2 checkpoints need bias=True; this model was built with bias=False")
     config = {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
@@ -107,7 +77,7 @@ def save(model: GPT) -> tuple[dict, dict[str, torch.Tensor]]:
         "n_layer": c.n_layer,
         "n_head": c.n_head,
         "n_inner": c.n_inner,
-        "activation_function": activation,
+        "activation_function": ZOO_TO_HF_ACTIVATION[c.activation],
         "resid_pdrop": c.dropout,
         "embd_pdrop": c.dropout,
         "attn_pdrop": c.dropout,
@@ -119,16 +89,5 @@ def save(model: GPT) -> tuple[dict, dict[str, torch.Tensor]]:
         "bos_token_id": None,
         "eos_token_id": None,
     }
-    ours_to_hf_top = {v: k for k, v in _TOP_NAMES.items()}
-    ours_to_hf_layer = {v: k for k, v in _LAYER_NAMES.items()}
-    weights: dict[str, torch.Tensor] = {}
-    for name, tensor in model.state_dict().items():
-        if name in ours_to_hf_top:
-            weights["transformer." + ours_to_hf_top[name]] = tensor
-        elif name == "lm_head.weight":
-            weights["lm_head.weight"] = tensor
-        else:
-            _, _, index, suffix = name.split(".", 3)
-            hf_suffix = ours_to_hf_layer[suffix]
-            weights[f"transformer.h.{index}.{hf_suffix}"] = tensor.t() if hf_suffix in _CONV1D else tensor
-    return config, weights
+    weights = rename_back(_transpose_conv1d(model.state_dict()), [*_NAMES, ("lm_head.weight", "lm_head.weight")])
+    return config, {k if k == "lm_head.weight" else f"transformer.{k}": v for k, v in weights.items()}

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.models import BERT, GPT, ZooModel
+from zoo.models import BERT, GPT, ViT, ZooModel
 
 from . import bert, gpt2, vit
 from .exportable import check_native
-from .hf_config import label_maps, set_token_ids
-from .hf_files import read_config, read_weights, write_checkpoint
+from .hf_files import finish_config, read_config, read_weights, write_checkpoint
 
 # Hugging Face model_type -> converter module with load(config, weights) and save(model).
-_LOADERS = {"gpt2": gpt2}
-_LOADERS["bert"] = bert
-_LOADERS["vit"] = vit
-_SAVERS = {GPT: gpt2}
-_SAVERS[BERT] = bert
-_SAVERS[vit.ViT] = vit
+_LOADERS = {"gpt2": gpt2, "bert": bert, "vit": vit}
+_SAVERS = {GPT: gpt2, BERT: bert, ViT: vit}
 
 
 def load_hf(path: str | Path) -> ZooModel:
@@ -41,24 +36,9 @@ def save_hf(
     token_ids: dict[str, int | None] | None = None,
 ) -> None:
     """Write `model` as a Hugging Face checkpoint directory (config.json + model.safetensors) that
-    `from_pretrained` loads.
-
-    labels: the class names of a classifier (BERT classification head, ViT), in class-id order, for id2label /
-        label2id; without them transformers' LABEL_0, LABEL_1, ... are written.
-    token_ids: bos/eos/pad_token_id of the model's tokenizer (`save_tokenizer` returns them); the model alone does
-        not know GPT's, so without them they are null.
-    Models without a faithful Hugging Face class (the encoder-decoder Transformer, any non-default architecture
-    switch) are refused: `export_hf` writes those it can with their own modelling code (trust_remote_code=True),
-    `model.save_pretrained(dir)` any in zoo's own format."""
+    `from_pretrained` loads. labels: a classifier's class names, in class-id order (default LABEL_0, ...).
+    token_ids: bos/eos/pad_token_id of the model's tokenizer (`save_tokenizer` returns them). A model no native
+    class computes is refused (`export_hf` writes it with its own modelling code)."""
     check_native(model)
-    for cls, converter in _SAVERS.items():
-        if isinstance(model, cls):
-            config, weights = converter.save(model)
-            if labels is not None:
-                classes = len(config["id2label"]) if "id2label" in config else None
-                config["id2label"], config["label2id"] = label_maps(labels, classes)
-            if token_ids:
-                set_token_ids(config, token_ids)
-            write_checkpoint(path, config, weights)
-            return
-    raise ValueError(f"save_hf does not support {type(model).__name__} yet")
+    config, weights = _SAVERS[type(model)].save(model)
+    write_checkpoint(path, finish_config(config, model, labels, token_ids), weights)

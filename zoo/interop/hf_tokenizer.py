@@ -1,22 +1,12 @@
-"""A zoo tokenizer (the JSON a checkpoint stores) as the tokenizer files of a Hugging Face model directory.
-
-What `AutoTokenizer.from_pretrained(dir)` reads: tokenizer.json (the `tokenizers` pipeline), tokenizer_config.json
-(which class, its special tokens and options) and special_tokens_map.json, plus each class's own vocabulary files
-(vocab.json + merges.txt for GPT-2's BPE, vocab.txt for BERT's WordPiece) for the classes that rebuild the pipeline
-from them. Every kind gives the ids zoo's own tokenizer gives:
-- "bpe" (zoo's byte-level BPE): GPT2Tokenizer, `<|endoftext|>` as bos, eos and unk, as in GPT-2, and as pad
-  (GPT-2 has none; batched pipelines need one).
-- "wordpiece": BertTokenizer, with BERT's `[CLS] A [SEP] (B [SEP])` post-processor.
-- "char" (one id per character): there is no such class in transformers, so tokenizer.json holds a WordLevel model
-  over the characters with a pre-tokenizer that isolates every character and a decoder that joins them without
-  spaces, loaded by the generic PreTrainedTokenizerFast. The newline stands for its special tokens (`char_special`).
-- "translation_bpe": with a joint vocabulary one tokenizer.json (PreTrainedTokenizerFast) that appends EOS as zoo's
-  encode_source does; with separate source and target vocabularies source_tokenizer.json and target_tokenizer.json
-  with a tokenizer class of its own, written beside them (AutoTokenizer with trust_remote_code=True).
-
-The JSON format read here is zoo.data's (`{"kind": ..., "tokenizer": <tokenizers JSON>}` or `{"kind": "char",
-"chars": ...}`); only the `tokenizers` library is needed, not zoo.data.
-"""
+"""A zoo tokenizer (the JSON a checkpoint stores) as the tokenizer files `AutoTokenizer.from_pretrained(dir)` reads,
+giving the ids zoo's own tokenizer gives:
+- "bpe": GPT2Tokenizer (tokenizer.json, vocab.json + merges.txt), `<|endoftext|>` as bos, eos, unk and pad.
+- "wordpiece": BertTokenizer (tokenizer.json, vocab.txt), with BERT's `[CLS] A [SEP] (B [SEP])` post-processor.
+- "char": no such class in transformers: a WordLevel tokenizer.json over the characters that isolates and joins
+  every character, read by PreTrainedTokenizerFast; the newline stands for its special tokens (`char_special`).
+- "translation_bpe": one tokenizer.json that appends EOS as zoo's encode_source does, or with separate source and
+  target vocabularies two files and a tokenizer class of its own (trust_remote_code=True).
+Only the `tokenizers` library is needed, not zoo.data."""
 
 from __future__ import annotations
 
@@ -27,15 +17,8 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 
 EOS = "<|endoftext|>"
-BERT_SPECIAL = {
-    "unk_token": "[UNK]",
-    "sep_token": "[SEP]",
-    "pad_token": "[PAD]",
-    "cls_token": "[CLS]",
-    "mask_token": "[MASK]",
-}
-# The tokenizer class of separate source and target vocabularies: a template of zoo/interop/remote written into the
-# export (it imports only transformers and tokenizers).
+BERT_SPECIAL = dict(unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
+# The tokenizer class of separate source and target vocabularies: a template of zoo/interop/remote.
 TRANSLATION_CODE = "zoo_translation_tokenizer.py"
 TRANSLATION_CLASS = "ZooTranslationTokenizer"
 TOKENIZER_FILES = (
@@ -100,8 +83,7 @@ def _wordpiece(spec: dict, directory: Path, model_max_length: int) -> dict[str, 
         pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
         special_tokens=[(cls, ids["cls_token"]), (sep, ids["sep_token"])],
     )
-    # Rows longer than the trained context were cut in training (longest segment first, [CLS]/[SEP] kept): the
-    # `tokenizers` library does the same by itself; transformers does it with truncation=True (model_max_length).
+    # Rows longer than the trained context were cut in training, longest segment first: so does tokenizer.json.
     tokenizer.enable_truncation(max_length=model_max_length, strategy="longest_first")
     tokenizer.save(str(directory / "tokenizer.json"))
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
@@ -124,27 +106,19 @@ def char_special(chars: str) -> str:
     """The character that is the bos, eos, unk and pad token of an exported character tokenizer: the newline (the
     first character of the vocabulary if it has none).
 
-    A character model has no row for a special token, and one cannot be added faithfully: a tied GPT2LMHeadModel
-    has no output bias, so an extra row's logit is finite and changes the softmax over the real characters, and
-    reserving tokens when the tokenizer is trained would change every char model trained from then on. So the
-    special tokens are a character the model has, as GPT-2's <|endoftext|> is its bos, eos and unk: the line break
-    (zoo-prepare's end-of-text for characters, the boundary before every speech of tiny shakespeare) is the context
-    lm-eval's rolling windows start from (what `prefix_token_id=0` gave by hand), an unseen character reads as a
-    line break instead of raising, and padding (masked) uses a row the embedding has. The cost: transformers makes
-    every special token special, so `decode(..., skip_special_tokens=True)`, the default of the text-generation
-    pipeline, drops newlines; the ids, the logits and `skip_special_tokens=False` are exact. zoo's own
-    CharTokenizer still refuses unseen characters."""
+    A character model has no row for a special token, and one cannot be added faithfully (a tied GPT2LMHeadModel
+    has no output bias, so an extra row's logit would change the softmax over the real characters). So the special
+    tokens are a character the model has, as GPT-2's <|endoftext|> is its bos, eos and unk: the line break is the
+    context lm-eval's rolling windows start from, and an unseen character reads as a line break. The cost:
+    `decode(..., skip_special_tokens=True)`, the text-generation pipeline's default, drops newlines."""
     return "\n" if "\n" in chars else chars[0]
 
 
 def _char(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
     chars = spec["chars"]
-    if len(set(chars)) != len(chars):
-        raise ValueError("the character vocabulary repeats a character; it is not one id per character")
     special = char_special(chars)
     vocab = {c: i for i, c in enumerate(chars)}
-    # The special character is only the WordLevel unk here, not an added token: users of the `tokenizers` library
-    # (whose decode skips special tokens by default) keep their newlines.
+    # Only the WordLevel unk here, not an added token: the `tokenizers` library's decode keeps newlines.
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=special))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one piece per character
     tokenizer.decoder = decoders.Fuse()  # "a", "b" -> "ab", not "a b"
@@ -155,7 +129,7 @@ def _char(spec: dict, directory: Path, model_max_length: int) -> dict[str, int |
     return {"bos_token_id": i, "eos_token_id": i, "pad_token_id": i}
 
 
-# zoo.data.translation_tokenizer's special tokens, at ids 0-3 in every vocabulary.
+# zoo.data.translation_tokenizer's special tokens, at ids 0-3 in every vocabulary (in this order).
 TRANSLATION_SPECIAL = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
@@ -163,21 +137,16 @@ def _translation_side(source: str, directory: Path, filename: str) -> None:
     """One side of a translation vocabulary as a `tokenizers` file whose post-processor appends EOS, as zoo's
     encode_source does for the encoder (and, for `text_target=`, gives the labels y + EOS a seq2seq loss reads)."""
     tokenizer = Tokenizer.from_str(source)
-    ids = {name: tokenizer.token_to_id(token) for name, token in TRANSLATION_SPECIAL.items()}
-    if [ids["pad_token"], ids["bos_token"], ids["eos_token"], ids["unk_token"]] != [0, 1, 2, 3]:
-        raise ValueError(f"the translation vocabulary lacks {list(TRANSLATION_SPECIAL.values())} at ids 0-3")
     eos = TRANSLATION_SPECIAL["eos_token"]
     tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, ids["eos_token"])]
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, tokenizer.token_to_id(eos))]
     )
     tokenizer.save(str(directory / filename))
 
 
 def _translation(spec: dict, directory: Path, model_max_length: int) -> dict[str, int | None]:
-    """A joint translation vocabulary: one tokenizer.json for both sides, read by the generic
-    PreTrainedTokenizerFast. Separate source and target vocabularies: source_tokenizer.json and
-    target_tokenizer.json with the tokenizer class that switches between them (TRANSLATION_CODE, remote code, as
-    transformers' Marian tokenizer holds two vocabularies in one object)."""
+    """A joint translation vocabulary: one tokenizer.json (PreTrainedTokenizerFast). Separate vocabularies: a file per
+    side and the tokenizer class that switches between them (TRANSLATION_CODE, remote code, as Marian's)."""
     options = dict(
         clean_up_tokenization_spaces=False, source_lang=spec.get("source_lang"), target_lang=spec.get("target_lang")
     )
@@ -195,7 +164,7 @@ def _translation(spec: dict, directory: Path, model_max_length: int) -> dict[str
         _write_configs(
             directory, TRANSLATION_CLASS, dict(TRANSLATION_SPECIAL), model_max_length, auto_map=auto_map, **options
         )
-    return {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # TRANSLATION_SPECIAL's ids, checked above
+    return {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # TRANSLATION_SPECIAL's ids
 
 
 _WRITERS = {"bpe": _bpe, "wordpiece": _wordpiece, "char": _char, "translation_bpe": _translation}

@@ -1,8 +1,5 @@
-"""How long an input an exported model was trained on, so that the limit travels with it (tokenizer_config.json's
-`model_max_length`, generation_config.json's `max_length`, the model card).
-
-A model's position table can be longer than the windows it saw: bert-mini has 512 position rows, but a run with
-data.block_size=64 trains only the first 64. The trained context is the shorter of the two."""
+"""How long an input an exported model was trained on: its positions, cut to the DataModule's row length (bert-mini
+has 512 position rows, a run with data.block_size=64 trains 64). It travels with the export."""
 
 from __future__ import annotations
 
@@ -13,8 +10,7 @@ _DATA_LENGTH_KEYS = ("block_size", "max_length")
 
 
 def trained_context(model: ZooModel, data_hparams: dict | None = None) -> int | None:
-    """The longest input, in tokens, the model was trained on: its own positions, cut to the DataModule's row
-    length when the checkpoint recorded one (`datamodule_hyper_parameters`)."""
+    """The longest input, in tokens, the model was trained on: its positions, cut to the recorded DataModule's rows."""
     limit = model.positions()
     if limit is None:
         return None

@@ -1,10 +1,6 @@
-"""README.md of an export: a model card that says what the model is, what it was trained on and how, what the run
-measured, how to load it, and what it is not good for (its trained context first). The facts come from the
-checkpoint and its run directory (`TrainingRun`, gathered by zoo-export); what is unknown is said to be unknown.
-
-huggingface_hub writes it: `ModelCardData` is the YAML header the Hub reads (library, pipeline, tags, the Hub's copy
-of the dataset and its languages, the base model when it came from the Hub's cache, the validation and test metrics
-as model-index), and `ModelCard.from_template` renders `TEMPLATE` below it."""
+"""README.md of an export: what the model is, what it was trained on and how, what the run measured, how to load
+it, and its limits. The facts come from the checkpoint and its run directory (`TrainingRun`); `ModelCardData` is the
+Hub's YAML header, and `ModelCard.from_template` renders `TEMPLATE` below it."""
 
 from __future__ import annotations
 
@@ -57,10 +53,8 @@ _SIZES = {
 }
 _METRIC_IDS = {"acc": "accuracy", "ppl": "perplexity"}  # zoo's metric names that have a Hub metric id
 
-# Jinja. A line of text starts after a tag's newline; every tag but the first under a heading strips the newline
-# before it (`{%-`), so a line appears only when it applies. Jinja drops the template's last newline: the blank line
-# at its end keeps the file's. A bullet is one line, as the card has it, so that its sentences stay whole for grep
-# and for tests whatever the numbers in them; hence this file's exemption from the line length:
+# Jinja: every tag but the first under a heading strips the newline before it (`{%-`), so a line appears only when
+# it applies; the blank line at the end keeps the file's last newline. A bullet is one line, as the card has it:
 # ruff: noqa: E501
 TEMPLATE = """\
 ---
@@ -214,8 +208,7 @@ def _describe_partial(spec: dict | None) -> str | None:
 
 
 def _is_result(name: str) -> bool:
-    """A measurement of the model (val/, test/, train/ metrics), not of the machine (time/, throughput, MFU) or of
-    the optimizer (learning rates)."""
+    """A measurement of the model (val/, test/, train/), not of the machine or the optimizer."""
     return name.split("/")[0] in ("val", "test", "train") and not name.endswith(("_per_sec", "/mfu"))
 
 
@@ -235,9 +228,8 @@ def model_card(
     labels: list[str] | None = None,
     remote: bool = False,
 ) -> ModelCard:
-    """The card of `model` exported in `fmt` ("hf": for transformers, `architecture` its class; "zoo": zoo's own
-    format). `context`: the trained context length (zoo.interop.limits.trained_context); `labels`: class names;
-    `remote`: the export carries its own modelling code (trust_remote_code=True)."""
+    """The card of `model` exported in `fmt` ("hf": for transformers, `architecture` its class; "zoo": zoo's own).
+    `context`: the trained context length; `remote`: the export carries its own modelling code."""
     if fmt not in ("hf", "zoo"):
         raise ValueError(f"model card format must be 'hf' or 'zoo', got {fmt!r}")
     run, hf, config, positions = run or TrainingRun(), fmt == "hf", model.config_dict(), model.positions()
@@ -287,8 +279,7 @@ def model_card(
 
 
 def write_model_card(directory: str | Path, model: ZooModel, **kwargs) -> Path:
-    """Write README.md into `directory` (replacing huggingface_hub's stub that `save_pretrained` leaves there);
-    for an export for transformers its class is read from the config.json already written."""
+    """Write README.md into `directory`; for an export for transformers its class is read from config.json."""
     directory = Path(directory)
     if kwargs.get("fmt") == "hf" and kwargs.get("architecture") is None and (directory / "config.json").is_file():
         config = json.loads((directory / "config.json").read_text())

@@ -14,54 +14,68 @@ from pathlib import Path
 
 import torch
 
+from zoo.core.weights_file import torch_load_weights
 from zoo.models.vit import ViT, grid_of, resample_position_table
 
-from .hf_files import read_config, read_weights
+from .hf_files import load_safetensors, read_config, read_weights
+from .names import load_state, rename, rename_back
 
 # Heads of the published ViT widths (ViT-Ti/S/B/L/H); anything else must be told.
 _HEADS_BY_WIDTH = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
 # timm architecture names ("vit_base_patch16_224.augreg_in21k") -> heads.
 _HEADS_BY_TIMM_SIZE = {"tiny": 3, "small": 6, "base": 12, "large": 16, "huge": 16}
 
-_BLOCK = {  # our suffix within a block -> timm's
-    "norm1.weight": "norm1.weight",
-    "norm1.bias": "norm1.bias",
-    "self_attn.qkv.weight": "attn.qkv.weight",
-    "self_attn.qkv.bias": "attn.qkv.bias",
-    "self_attn.out.weight": "attn.proj.weight",
-    "self_attn.out.bias": "attn.proj.bias",
-    "norm2.weight": "norm2.weight",
-    "norm2.bias": "norm2.bias",
-    "ff.fc1.weight": "mlp.fc1.weight",
-    "ff.fc1.bias": "mlp.fc1.bias",
-    "ff.fc2.weight": "mlp.fc2.weight",
-    "ff.fc2.bias": "mlp.fc2.bias",
-}
-_TORCHVISION_BLOCK = {
-    "ln_1": "norm1",
-    "ln_2": "norm2",
-    "self_attention.in_proj_weight": "self_attn.qkv.weight",
-    "self_attention.in_proj_bias": "self_attn.qkv.bias",
-    "self_attention.out_proj": "self_attn.out",
-    "mlp.0": "ff.fc1",
-    "mlp.3": "ff.fc2",
-    "mlp.linear_1": "ff.fc1",
-    "mlp.linear_2": "ff.fc2",
-}
-_HF_BLOCK = {
-    "layernorm_before": "norm1",
-    "layernorm_after": "norm2",
-    "attention.output.dense": "self_attn.out",
-    "intermediate.dense": "ff.fc1",
-    "output.dense": "ff.fc2",
-}
+_LAYER = "blocks.layers.{i}."  # zoo's names of a block's tensors start so
+_TIMM = [
+    ("cls_token", "cls_token"),
+    ("pos_embed", "pos_emb.weight"),
+    ("patch_embed.proj.{p}", "patch_embed.proj.{p}"),
+    ("norm.{p}", "norm.{p}"),
+    ("fc_norm.{p}", "norm.{p}"),
+    ("head.{p}", "head.{p}"),
+    ("blocks.{i}.norm1.{p}", _LAYER + "norm1.{p}"),
+    ("blocks.{i}.attn.qkv.{p}", _LAYER + "self_attn.qkv.{p}"),
+    ("blocks.{i}.attn.proj.{p}", _LAYER + "self_attn.out.{p}"),
+    ("blocks.{i}.norm2.{p}", _LAYER + "norm2.{p}"),
+    ("blocks.{i}.mlp.fc1.{p}", _LAYER + "ff.fc1.{p}"),
+    ("blocks.{i}.mlp.fc2.{p}", _LAYER + "ff.fc2.{p}"),
+]
+_TV_LAYER = "encoder.layers.encoder_layer_{i}."
+_TORCHVISION = [
+    ("class_token", "cls_token"),
+    ("encoder.pos_embedding", "pos_emb.weight"),
+    ("conv_proj.{p}", "patch_embed.proj.{p}"),
+    ("encoder.ln.{p}", "norm.{p}"),
+    ("heads.head.{p}", "head.{p}"),
+    (_TV_LAYER + "ln_1.{p}", _LAYER + "norm1.{p}"),
+    (_TV_LAYER + "self_attention.in_proj_weight", _LAYER + "self_attn.qkv.weight"),
+    (_TV_LAYER + "self_attention.in_proj_bias", _LAYER + "self_attn.qkv.bias"),
+    (_TV_LAYER + "self_attention.out_proj.{p}", _LAYER + "self_attn.out.{p}"),
+    (_TV_LAYER + "ln_2.{p}", _LAYER + "norm2.{p}"),
+    (_TV_LAYER + "mlp.0.{p}", _LAYER + "ff.fc1.{p}"),
+    (_TV_LAYER + "mlp.linear_1.{p}", _LAYER + "ff.fc1.{p}"),
+    (_TV_LAYER + "mlp.3.{p}", _LAYER + "ff.fc2.{p}"),
+    (_TV_LAYER + "mlp.linear_2.{p}", _LAYER + "ff.fc2.{p}"),
+]
+_HF_LAYER = "encoder.layer.{i}."
+_HF = [  # below "vit."
+    ("embeddings.cls_token", "cls_token"),
+    ("embeddings.position_embeddings", "pos_emb.weight"),
+    ("embeddings.patch_embeddings.projection.{p}", "patch_embed.proj.{p}"),
+    ("layernorm.{p}", "norm.{p}"),
+    ("classifier.{p}", "head.{p}"),
+    (_HF_LAYER + "layernorm_before.{p}", _LAYER + "norm1.{p}"),
+    (_HF_LAYER + "attention.attention.{qkv}.{p}", _LAYER + "self_attn.qkv.{p}"),
+    (_HF_LAYER + "attention.output.dense.{p}", _LAYER + "self_attn.out.{p}"),
+    (_HF_LAYER + "layernorm_after.{p}", _LAYER + "norm2.{p}"),
+    (_HF_LAYER + "intermediate.dense.{p}", _LAYER + "ff.fc1.{p}"),
+    (_HF_LAYER + "output.dense.{p}", _LAYER + "ff.fc2.{p}"),
+    ("pooler.dense.{p}", None),  # a ViTModel's tanh pooler is no part of a classifier
+    ("embeddings.mask_token", None),
+]
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
-def _is_square(n: int) -> bool:
-    return n >= 0 and math.isqrt(n) ** 2 == n
-
-
 def _heads(embed_dim: int, num_heads: int | None, source: str) -> int:
     if num_heads is not None:
         return num_heads
@@ -73,9 +87,11 @@ def _heads(embed_dim: int, num_heads: int | None, source: str) -> int:
     )
 
 
-def _build(config: dict, state: dict[str, torch.Tensor], image_size: int | None, source: str) -> ViT:
-    """Build a ViT from an inferred config and a zoo-named state dict, resampling the position table when the
-    requested image size differs from the one the weights were trained at."""
+def _build(config: dict, weights: dict[str, torch.Tensor], rules, image_size: int | None, source: str) -> ViT:
+    """Build a ViT from an inferred config and their weights, resampling the position table when the requested
+    image size differs from the one the weights were trained at."""
+    state = rename(weights, rules, f"{source} ViT weights")
+    state["pos_emb.weight"] = state["pos_emb.weight"][0]  # (1, N, D) in all three
     trained_grid = config["image_size"] // config["patch_size"]
     if image_size is not None and image_size != config["image_size"]:
         if image_size % config["patch_size"]:
@@ -86,11 +102,7 @@ def _build(config: dict, state: dict[str, torch.Tensor], image_size: int | None,
             state["pos_emb.weight"], (trained_grid, trained_grid), (new_grid, new_grid), prefix
         )
         config = dict(config, image_size=image_size)
-    model = ViT.from_config_dict(config)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise ValueError(f"{source} ViT weights do not match zoo's ViT: missing {missing}, unexpected {unexpected}")
-    return model.eval()
+    return load_state(ViT.from_config_dict(config), state, f"{source} ViT weights").eval()
 
 
 def _layer_count(keys, pattern: str) -> int:
@@ -111,53 +123,27 @@ def _patch_geometry(weight: torch.Tensor, source: str) -> tuple[int, int, int]:
 def from_timm_state_dict(
     sd: dict[str, torch.Tensor], *, num_heads: int | None = None, image_size: int | None = None, **overrides
 ) -> ViT:
-    """A timm `VisionTransformer` state dict -> ViT. `fc_norm.weight` marks global average pooling."""
+    """A timm `VisionTransformer` state dict -> ViT. `fc_norm.weight` marks global average pooling. A tensor of a
+    feature zoo's ViT lacks (LayerScale, register tokens, a pre-norm) is refused by name."""
     sd = {k.removeprefix("module."): v for k, v in sd.items()}
     embed_dim, in_channels, patch = _patch_geometry(sd["patch_embed.proj.weight"], "timm")
     class_token = "cls_token" in sd
-    prefix = int(class_token)
     rows = sd["pos_embed"].shape[1]
-    if class_token and _is_square(rows) and not _is_square(rows - 1):
+    if class_token and math.isqrt(rows) ** 2 == rows and math.isqrt(rows - 1) ** 2 != rows - 1:
         raise ValueError("this timm ViT keeps no position for the class token (no_embed_class); zoo's ViT does")
-    avg = "fc_norm.weight" in sd
-    depth = _layer_count(sd, r"blocks\.(\d+)\.")
-    config = (
-        dict(
-            image_size=grid_of(rows, prefix) * patch,
-            patch_size=patch,
-            in_channels=in_channels,
-            num_classes=sd["head.weight"].shape[0] if "head.weight" in sd else 0,
-            embed_dim=embed_dim,
-            depth=depth,
-            num_heads=_heads(embed_dim, num_heads, "timm"),
-            mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0],
-            pool="avg" if avg else "token",
-            class_token=class_token,
-        )
-        | overrides
+    config = dict(
+        image_size=grid_of(rows, int(class_token)) * patch,
+        patch_size=patch,
+        in_channels=in_channels,
+        num_classes=sd["head.weight"].shape[0] if "head.weight" in sd else 0,
+        embed_dim=embed_dim,
+        depth=_layer_count(sd, r"blocks\.(\d+)\."),
+        num_heads=_heads(embed_dim, num_heads, "timm"),
+        mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0],
+        pool="avg" if "fc_norm.weight" in sd else "token",
+        class_token=class_token,
     )
-    ours_by_timm = {v: k for k, v in _BLOCK.items()}
-    state: dict[str, torch.Tensor] = {}
-    unknown = []
-    for name, tensor in sd.items():
-        if name == "cls_token":
-            state["cls_token"] = tensor
-        elif name == "pos_embed":
-            state["pos_emb.weight"] = tensor[0]
-        elif name.startswith("patch_embed.proj.") or name.startswith("head."):
-            state[name] = tensor
-        elif name in ("norm.weight", "norm.bias", "fc_norm.weight", "fc_norm.bias"):
-            state[name.removeprefix("fc_")] = tensor
-        elif (m := re.match(r"blocks\.(\d+)\.(.+)", name)) and m.group(2) in ours_by_timm:
-            state[f"blocks.layers.{m.group(1)}.{ours_by_timm[m.group(2)]}"] = tensor
-        else:
-            unknown.append(name)
-    if unknown:
-        raise ValueError(
-            "timm ViT weights use features zoo's ViT lacks (e.g. LayerScale, register tokens, a pre-norm): "
-            f"{unknown[:6]}"
-        )
-    return _build(config, state, image_size, "timm")
+    return _build(config | overrides, sd, _TIMM, image_size, "timm")
 
 
 # ---- torchvision -----------------------------------------------------------------------------------------------
@@ -168,65 +154,24 @@ def from_torchvision_state_dict(
     if any(k.startswith("heads.pre_logits") for k in sd):
         raise ValueError("torchvision ViT with representation_size (a pre-logits layer) is not supported")
     embed_dim, in_channels, patch = _patch_geometry(sd["conv_proj.weight"], "torchvision")
-    rows = sd["encoder.pos_embedding"].shape[1]
-    depth = _layer_count(sd, r"encoder\.layers\.encoder_layer_(\d+)\.")
     fc1 = next(
         v for k, v in sd.items() if re.fullmatch(r"encoder\.layers\.encoder_layer_0\.mlp\.(0|linear_1)\.weight", k)
     )
-    config = (
-        dict(
-            image_size=grid_of(rows, 1) * patch,
-            patch_size=patch,
-            in_channels=in_channels,
-            num_classes=sd["heads.head.weight"].shape[0],
-            embed_dim=embed_dim,
-            depth=depth,
-            num_heads=_heads(embed_dim, num_heads, "torchvision"),
-            mlp_dim=fc1.shape[0],
-            pool="token",
-        )
-        | overrides
+    config = dict(
+        image_size=grid_of(sd["encoder.pos_embedding"].shape[1], 1) * patch,
+        patch_size=patch,
+        in_channels=in_channels,
+        num_classes=sd["heads.head.weight"].shape[0],
+        embed_dim=embed_dim,
+        depth=_layer_count(sd, r"encoder\.layers\.encoder_layer_(\d+)\."),
+        num_heads=_heads(embed_dim, num_heads, "torchvision"),
+        mlp_dim=fc1.shape[0],
+        pool="token",
     )
-    state: dict[str, torch.Tensor] = {}
-    top = {
-        "class_token": "cls_token",
-        "conv_proj.weight": "patch_embed.proj.weight",
-        "conv_proj.bias": "patch_embed.proj.bias",
-        "encoder.ln.weight": "norm.weight",
-        "encoder.ln.bias": "norm.bias",
-        "heads.head.weight": "head.weight",
-        "heads.head.bias": "head.bias",
-    }
-    for name, tensor in sd.items():
-        if name in top:
-            state[top[name]] = tensor
-        elif name == "encoder.pos_embedding":
-            state["pos_emb.weight"] = tensor[0]
-        elif m := re.match(r"encoder\.layers\.encoder_layer_(\d+)\.(.+)", name):
-            rest = m.group(2)
-            for theirs, ours in _TORCHVISION_BLOCK.items():
-                if rest == theirs or rest.startswith(theirs + "."):
-                    state[f"blocks.layers.{m.group(1)}.{ours}{rest[len(theirs) :]}"] = tensor
-                    break
-            else:
-                raise ValueError(f"unexpected tensor '{name}' in torchvision ViT weights")
-        else:
-            raise ValueError(f"unexpected tensor '{name}' in torchvision ViT weights")
-    return _build(config, state, image_size, "torchvision")
+    return _build(config | overrides, sd, _TORCHVISION, image_size, "torchvision")
 
 
 # ---- Hugging Face ----------------------------------------------------------------------------------------------
-_HF_V5_NAMES = (  # transformers 5 renames layers in memory; files keep the classic names, which we parse
-    (r"^layers\.(\d+)\.", r"encoder.layer.\1."),
-    (r"\.attention\.q_proj\.", ".attention.attention.query."),
-    (r"\.attention\.k_proj\.", ".attention.attention.key."),
-    (r"\.attention\.v_proj\.", ".attention.attention.value."),
-    (r"\.attention\.o_proj\.", ".attention.output.dense."),
-    (r"\.mlp\.fc1\.", ".intermediate.dense."),
-    (r"\.mlp\.fc2\.", ".output.dense."),
-)
-
-
 def config_from_hf(hf: dict) -> dict:
     if hf.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"HF ViT hidden_act '{hf.get('hidden_act')}' is not supported; zoo's ViT uses exact GELU")
@@ -249,54 +194,18 @@ def config_from_hf(hf: dict) -> dict:
 
 
 def load(hf_config: dict, weights: dict[str, torch.Tensor], *, image_size: int | None = None) -> ViT:
-    """HF ViTForImageClassification / ViTModel weights -> ViT (the registry entry of `load_hf`).
-
-    A ViTModel has no classifier: the result then has num_classes=0 and returns pooled features. Its tanh pooler
-    is not part of a classifier and is dropped."""
+    """HF ViTForImageClassification / ViTModel weights -> ViT (the registry entry of `load_hf`). A ViTModel has no
+    classifier: the result then has num_classes=0 and returns pooled features."""
     config = config_from_hf(hf_config)
     if "classifier.weight" not in weights:
         config["num_classes"] = 0
-    state: dict[str, torch.Tensor] = {}
-    qkv: dict[str, dict[str, torch.Tensor]] = {}
-    for name, tensor in weights.items():
-        key = name.removeprefix("vit.")
-        for pattern, replacement in _HF_V5_NAMES:
-            key = re.sub(pattern, replacement, key)
-        if key.startswith(("pooler.", "embeddings.mask_token")):
-            continue
-        if key == "embeddings.cls_token":
-            state["cls_token"] = tensor
-        elif key == "embeddings.position_embeddings":
-            state["pos_emb.weight"] = tensor[0]
-        elif key.startswith("embeddings.patch_embeddings.projection."):
-            state["patch_embed.proj." + key.rsplit(".", 1)[1]] = tensor
-        elif key.startswith("layernorm."):
-            state["norm." + key.rsplit(".", 1)[1]] = tensor
-        elif key.startswith("classifier."):
-            state["head." + key.rsplit(".", 1)[1]] = tensor
-        elif m := re.match(r"encoder\.layer\.(\d+)\.(.+)\.(weight|bias)$", key):
-            index, module, kind = m.groups()
-            if module.startswith("attention.attention."):
-                qkv.setdefault(f"{index}.{kind}", {})[module.rsplit(".", 1)[1]] = tensor
-            elif module in _HF_BLOCK:
-                state[f"blocks.layers.{index}.{_HF_BLOCK[module]}.{kind}"] = tensor
-            else:
-                raise ValueError(f"unexpected tensor '{name}' in a Hugging Face ViT checkpoint")
-        else:
-            raise ValueError(f"unexpected tensor '{name}' in a Hugging Face ViT checkpoint")
-    for slot, parts in qkv.items():
-        index, kind = slot.split(".")
-        if set(parts) != {"query", "key", "value"}:
-            raise ValueError(f"layer {index} of the Hugging Face ViT lacks one of query/key/value {kind}")
-        state[f"blocks.layers.{index}.self_attn.qkv.{kind}"] = torch.cat([parts["query"], parts["key"], parts["value"]])
-    return _build(config, state, image_size, "Hugging Face")
+    weights = {k.removeprefix("vit."): v for k, v in weights.items()}
+    return _build(config, weights, _HF, image_size, "Hugging Face")
 
 
 def save(model: ViT) -> tuple[dict, dict[str, torch.Tensor]]:
     """ViT -> (config.json, weights) of a Hugging Face ViTForImageClassification."""
     c = model.config
-    if c.norm != "layernorm" or c.pool != "token" or not c.class_token or c.num_classes == 0:
-        raise ValueError("only a LayerNorm ViT with a class token, token pooling and a head exports to Hugging Face")
     config = {
         "architectures": ["ViTForImageClassification"],
         "model_type": "vit",
@@ -313,32 +222,10 @@ def save(model: ViT) -> tuple[dict, dict[str, torch.Tensor]]:
         "num_channels": c.in_channels,
         "qkv_bias": True,
         "encoder_stride": c.patch_size,
-        "id2label": {str(i): f"LABEL_{i}" for i in range(c.num_classes)},
-        "label2id": {f"LABEL_{i}": i for i in range(c.num_classes)},
     }
-    hf_block = {v: k for k, v in _HF_BLOCK.items()}
-    weights: dict[str, torch.Tensor] = {}
-    for name, tensor in model.state_dict().items():
-        if name == "cls_token":
-            weights["vit.embeddings.cls_token"] = tensor
-        elif name == "pos_emb.weight":
-            weights["vit.embeddings.position_embeddings"] = tensor[None]
-        elif name.startswith("patch_embed.proj."):
-            weights["vit.embeddings.patch_embeddings.projection." + name.rsplit(".", 1)[1]] = tensor
-        elif name.startswith("norm."):
-            weights["vit.layernorm." + name.rsplit(".", 1)[1]] = tensor
-        elif name.startswith("head."):
-            weights["classifier." + name.rsplit(".", 1)[1]] = tensor
-        else:
-            _, _, index, module = name.split(".", 3)
-            module, kind = module.rsplit(".", 1)
-            prefix = f"vit.encoder.layer.{index}."
-            if module == "self_attn.qkv":
-                for part, chunk in zip(("query", "key", "value"), tensor.chunk(3)):
-                    weights[f"{prefix}attention.attention.{part}.{kind}"] = chunk
-            else:
-                weights[f"{prefix}{hf_block[module]}.{kind}"] = tensor
-    return config, weights
+    state = model.state_dict()
+    weights = rename_back(state | {"pos_emb.weight": state["pos_emb.weight"][None]}, _HF)
+    return config, {k if k.startswith("classifier.") else f"vit.{k}": v for k, v in weights.items()}
 
 
 # ---- one entry point for files and directories -----------------------------------------------------------------
@@ -346,15 +233,13 @@ _WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 
 
 def _read_file(path: Path) -> dict[str, torch.Tensor]:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return load_file(path)
     if path.suffix not in _WEIGHT_SUFFIXES:
         raise ValueError(f"{path}: unknown weight file type '{path.suffix}'; use one of {', '.join(_WEIGHT_SUFFIXES)}")
-    sd = torch.load(path, map_location="cpu", weights_only=True)
+    if path.suffix == ".safetensors":
+        return load_safetensors(path)
+    sd = torch_load_weights(path)
     for wrapper in ("state_dict", "model", "model_ema"):  # training checkpoints nest the weights
-        if isinstance(sd, dict) and wrapper in sd and isinstance(sd[wrapper], dict):
+        if isinstance(sd, dict) and isinstance(sd.get(wrapper), dict):
             sd = sd[wrapper]
             break
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
@@ -362,22 +247,10 @@ def _read_file(path: Path) -> dict[str, torch.Tensor]:
     return sd
 
 
-def _timm_heads_from_config(config: dict) -> int | None:
-    arch = config.get("architecture", "")
-    m = re.match(r"vit_(tiny|small|base|large|huge)_", arch)
-    return _HEADS_BY_TIMM_SIZE[m.group(1)] if m else None
-
-
 def load_vit(path: str | Path, *, num_heads: int | None = None, image_size: int | None = None, **overrides) -> ViT:
-    """Load ViT weights saved by timm, torchvision or Hugging Face into zoo's ViT, in eval mode.
-
-    path: a weight file (.safetensors, .pth, .pt, .bin: a timm or torchvision state dict), a Hugging Face
-        checkpoint directory (config.json with model_type "vit"), or a timm hub directory (config.json with
-        "architecture" beside model.safetensors / pytorch_model.bin).
-    num_heads: needed only for widths that are not a published ViT's and carry no config.
-    image_size: fine-tune/evaluate at another resolution; the position table is resampled bicubically.
-    overrides: other ViTConfig fields (e.g. dropout, attn_impl).
-    """
+    """Load ViT weights saved by timm, torchvision or Hugging Face into zoo's ViT, in eval mode. path: a weight file
+    (a timm or torchvision state dict), a Hugging Face directory or a timm hub directory. num_heads: for widths no
+    published ViT has. image_size: another resolution (positions resampled). overrides: other ViTConfig fields."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"ViT weights not found: {path.resolve()}")
@@ -385,7 +258,8 @@ def load_vit(path: str | Path, *, num_heads: int | None = None, image_size: int 
         config = read_config(path)
         if config.get("model_type") == "vit":
             return load(config, read_weights(path), image_size=image_size)
-        num_heads = num_heads or _timm_heads_from_config(config)
+        size = re.match(r"vit_(tiny|small|base|large|huge)_", config.get("architecture", ""))
+        num_heads = num_heads or (_HEADS_BY_TIMM_SIZE[size[1]] if size else None)
         sd = read_weights(path)
     else:
         sd = _read_file(path)
@@ -393,8 +267,7 @@ def load_vit(path: str | Path, *, num_heads: int | None = None, image_size: int 
         return from_timm_state_dict(sd, num_heads=num_heads, image_size=image_size, **overrides)
     if "conv_proj.weight" in sd:
         return from_torchvision_state_dict(sd, num_heads=num_heads, image_size=image_size, **overrides)
-    hf_keys = [k for k in sd if "embeddings.patch_embeddings" in k]
-    if hf_keys:
+    if any("embeddings.patch_embeddings" in k for k in sd):
         raise ValueError(
             f"{path} holds Hugging Face ViT weights; load the checkpoint directory with its "
             "config.json (zoo.interop.load_hf) instead of the bare weight file"

@@ -1,9 +1,6 @@
-"""Completing the optimizer partial a config gives (Hydra `_partial_: true`) into an optimizer over parameter groups.
-
-What the config cannot know is added here: the network, for an optimizer that must see it (MuonWithAdamW), and the
-trainer's precision and clipping, which decide whether a fused kernel may be used. The learning rate and Adam's
-betas are checked first, so a bad value is a one-line error naming its config key rather than torch's own.
-"""
+"""Completing the optimizer partial a config gives into an optimizer over parameter groups: the network for an
+optimizer that must see it (MuonWithAdamW), the trainer's precision and clipping for the fused kernel, and the lr and
+betas checked first, in one-line errors naming their config keys."""
 
 from __future__ import annotations
 
@@ -16,15 +13,12 @@ from torch import nn
 
 
 def build_optimizer(factory, params, trainer=None, model: nn.Module | None = None) -> torch.optim.Optimizer:
-    """Complete an optimizer partial. An optimizer whose constructor takes `model` (e.g. MuonWithAdamW, which
-    must know the network's block matrices) is given the network. Lightning refuses gradient clipping with a
-    fused optimizer under *-mixed precision (it assumes a grad scaler unscales inside step()), so there the
-    fused kernel is swapped for the foreach one, with a message; fp32 and bf16-true keep it."""
+    """Complete an optimizer partial, giving the network to one that takes `model`. Lightning refuses gradient
+    clipping with a fused optimizer under *-mixed precision: there the foreach kernel is used, with a message."""
     keywords = dict(getattr(factory, "keywords", {}))
     extra = {"model": model} if model is not None and _takes_model(factory) else {}
     lr = keywords.get("lr")
-    # torch says only "Invalid learning rate: -1"; the config key is what the user can change. lr=0 is allowed
-    # (no updates: measuring, evaluating with the training loop), as torch allows it.
+    # lr=0 is allowed (no updates: measuring, evaluating with the training loop), as torch allows it.
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0):
         raise ValueError(f"model.optimizer.lr must be a number >= 0, got {lr!r}")
     if "betas" in keywords:
@@ -43,10 +37,7 @@ def build_optimizer(factory, params, trainer=None, model: nn.Module | None = Non
 
 
 def check_betas(betas) -> None:
-    """Adam's (beta1, beta2). torch indexes them before it checks them: `betas=[0.9]` was an IndexError from inside
-    AdamW (and MuonWithAdamW, which hands them on), naming no key."""
-    # Any sequence: a YAML list reaches here as an OmegaConf ListConfig when the config is instantiated without
-    # conversion.
+    """Adam's (beta1, beta2), any sequence (a ListConfig too): torch would fail with an IndexError naming no key."""
     pair = list(betas) if isinstance(betas, Sequence) and not isinstance(betas, str) else None
     if pair is None or len(pair) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in pair):
         shown = pair if pair is not None else betas

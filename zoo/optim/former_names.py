@@ -1,12 +1,6 @@
-"""The names optimizers and schedules had before they moved out of zoo.tasks, and the names they have now.
-
-Checkpoints written before the move record their optimizer and scheduler partials under the old modules
-(`{"_target_": "zoo.tasks.optim.warmup_cosine", ...}`, see zoo.tasks.factories). Those checkpoints are users' data:
-they must still load with their optimizer and schedule (zoo.tasks.factories.rebuild_partial) and still resume
-under a config that names the new module (zoo.checkpointing.reading.check_resume). The table is explicit, one
-entry per name that could be recorded, not a prefix rewrite: a recorded name is imported, so only names known to
-have moved are translated.
-"""
+"""The names optimizers and schedules had in checkpoints written before they moved out of zoo.tasks, and their
+names now: those checkpoints still load and resume. One entry per name, not a prefix rewrite: a recorded name is
+imported, so only names known to have moved are translated."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The learning-rate schedule of "Attention Is All You Need": linear warm-up, then decay with 1/sqrt(step).
-
-The paper's lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) peaks at d_model^-0.5 * warmup^-0.5 after
-`warmup_steps`. Here the optimizer's lr is that peak, so the YAML states the number that matters (the paper's
-base model: 512^-0.5 * 4000^-0.5 = 7.0e-4); the shape is the paper's exactly.
-"""
+"""The learning-rate schedule of "Attention Is All You Need": linear warm-up, then decay with 1/sqrt(step). The
+optimizer's lr is the paper's peak, d_model^-0.5 * warmup^-0.5 (base model: 7.0e-4); the shape is the paper's."""
 
 from __future__ import annotations
 

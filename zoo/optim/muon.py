@@ -1,33 +1,26 @@
 """Muon for the hidden matrices, AdamW for the rest (Jordan et al. 2024; the modded-nanogpt speedrun).
 
-Muon orthogonalizes the momentum of a 2-D weight (Newton-Schulz), which suits the matrices inside the transformer
-blocks; embeddings, the output head, norms and biases keep AdamW. `MuonWithAdamW` is one torch Optimizer over a
-Muon (zoo's `BatchedMuon` by default, `muon_impl: torch` for `torch.optim.Muon`) and a `torch.optim.AdamW`, so
-Lightning, LambdaLR schedulers, LearningRateMonitor, gradient clipping and checkpoints see an ordinary
-optimizer. In YAML:
+`MuonWithAdamW` is one torch Optimizer over a Muon (zoo's `BatchedMuon` by default, `muon_impl: torch` for
+`torch.optim.Muon`) of the nn.Linear weights inside zoo.core.Block (or the `block_types` named) and a
+`torch.optim.AdamW` of the rest, so Lightning, schedulers, clipping and checkpoints see an ordinary optimizer:
 
     model:
       optimizer:
         _target_: zoo.optim.muon.MuonWithAdamW
         _partial_: true
         lr: 2.0e-3
-        betas: [0.9, 0.95]
         muon_momentum: 0.95
         adjust_lr_fn: match_rms_adamw
-
-The block matrices are the nn.Linear weights inside zoo.core.Block; `block_types` names other block classes whose
-linear weights count instead, for a network built elsewhere (benchmarks/end_to_end.py trains timm's ViT with
-`block_types: [timm.models.vision_transformer.Block]`).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
+from hydra.utils import get_class
 from torch import nn
 
 from zoo.core import Block
@@ -40,13 +33,9 @@ MUON_IMPLS = ("batched", "torch")
 class BatchedMuon(torch.optim.Muon):
     """torch.optim.Muon's update (same options, same `momentum_buffer` state, so either resumes the other's
     checkpoint), with the Newton-Schulz iteration run once per shape for all matrices of that shape (a batched
-    matmul) in `ns_dtype`, instead of once per matrix in bfloat16.
-
-    Why not torch's: a transformer has a few shapes repeated in every block, and at the widths the CPU recipes
-    train (128-512) each of torch's per-matrix bf16 matmuls costs more in call overhead and bf16 packing than in
-    arithmetic; batching makes one call per shape and iteration. ns_dtype "auto": bfloat16 where the device
-    computes it natively (CUDA; a CPU with AMX or AVX512-bf16, `zoo.core.hardware.native_bf16`), float32 elsewhere
-    (an AVX2-only CPU emulates bf16 matmuls, several times slower than float32)."""
+    matmul) in `ns_dtype`: at the widths the CPU recipes train, torch's per-matrix bf16 matmuls cost more in call
+    overhead than in arithmetic. ns_dtype "auto": bfloat16 where the device computes it natively
+    (`zoo.core.hardware.native_bf16`), float32 elsewhere (an AVX2-only CPU emulates bf16, several times slower)."""
 
     def __init__(self, params, *, ns_dtype: str = "auto", **options) -> None:
         if ns_dtype not in ("auto", "float32", "bfloat16"):
@@ -72,9 +61,7 @@ class BatchedMuon(torch.optim.Muon):
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
-            grads = [p.grad for p in params]
-            if any(g.ndim != 2 or g.is_sparse or torch.is_complex(g) for g in grads):
-                raise ValueError("Muon updates real, dense 2-D matrices only")
+            grads = [p.grad for p in params]  # 2-D: torch.optim.Muon's constructor refuses any other parameter
             buffers = []
             for p in params:
                 state = self.state[p]
@@ -149,13 +136,10 @@ def resolve_block_types(block_types: Sequence[type | str] | None) -> tuple[type,
         )
     classes = []
     for entry in block_types:
-        found = entry
-        if isinstance(entry, str):
-            module, _, name = entry.rpartition(".")
-            try:
-                found = getattr(importlib.import_module(module), name, None) if module else None
-            except ImportError:
-                found = None
+        try:
+            found = get_class(entry) if isinstance(entry, str) else entry
+        except (ImportError, ValueError):
+            found = None
         if not isinstance(found, type) or not issubclass(found, nn.Module):
             raise ValueError(
                 f"model.optimizer.block_types: {entry!r} is not an importable nn.Module class; give its dotted path, "
@@ -166,17 +150,11 @@ def resolve_block_types(block_types: Sequence[type | str] | None) -> tuple[type,
 
 
 class MuonWithAdamW(torch.optim.Optimizer):
-    """Muon over the block matrices of `model`, AdamW over every other parameter.
+    """Muon over the block matrices of `model` (passed by `build_optimizer`), AdamW over every other parameter.
 
-    `params` are the task's parameter groups (or plain tensors); each group is split by identity into a Muon
-    part and an AdamW part that keep its options (weight_decay, lr_scale, ...), and `param_groups` is the list
-    of the inner optimizers' own group dicts, so whatever scales group["lr"] (a scheduler, lr_scale) reaches
-    both. lr is AdamW's and, unless `muon_lr` is given, Muon's too: with adjust_lr_fn "match_rms_adamw" Muon's
-    update has AdamW's RMS, so one lr serves both; "original" (Keller Jordan's max(1, rows/cols)^0.5) wants a
-    larger muon_lr (~0.02). `model` is the network, passed by `build_optimizer`. `block_types`: the block classes
-    whose nn.Linear weights Muon takes (classes or dotted paths; None: zoo.core.Block), for a network whose blocks
-    are not zoo's.
-    """
+    Each parameter group is split into a Muon and an AdamW part that keep its options, and `param_groups` are the
+    inner optimizers' own group dicts, so whatever scales group["lr"] reaches both. lr is AdamW's and, unless
+    `muon_lr` is given, Muon's: "match_rms_adamw" gives Muon's update AdamW's RMS; "original" wants muon_lr ~0.02."""
 
     def __init__(
         self,

@@ -1,9 +1,4 @@
-"""Optimizer parameter groups: which tensors are weight-decayed, and (for fine-tuning) the lr scale of each depth.
-
-A task builds these groups from its network and hands them to the optimizer partial (zoo.optim.build). The same
-groups go to AdamW and to MuonWithAdamW; the sharded strategy (zoo.strategies.fsdp) keeps every parameter at its
-logical shape so that the rule "no weight decay below 2-D" still sees matrices as matrices.
-"""
+"""Optimizer parameter groups: which tensors are weight-decayed, and (for fine-tuning) the lr scale of each depth."""
 
 from __future__ import annotations
 
@@ -28,10 +23,6 @@ def layer_decay_groups(model: nn.Module, weight_decay: float, layer_decay: float
     """Layer-wise lr decay (BEiT / MAE fine-tuning): with `model.layer_index(name)` numbering the depth from 0
     (embeddings) to L + 1 (the head), a tensor at depth d trains at lr * layer_decay^(L + 1 - d). One group per
     (depth, decays) carrying its `lr_scale`, which the task multiplies into the group's lr."""
-    if not 0.0 < layer_decay <= 1.0:
-        raise ValueError(f"layer_decay must be in (0, 1] (or null for none), got {layer_decay}")
-    if not hasattr(model, "layer_index"):
-        raise ValueError(f"layer_decay needs a model that numbers its layers; {type(model).__name__} does not")
     skip = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
     names = [name for name, _ in model.named_parameters()]
     top = max(model.layer_index(name) for name in names)

@@ -1,8 +1,5 @@
-"""Learning-rate schedules with a linear warm-up, configured from YAML with `_partial_: true`: warm-up + cosine
-(`warmup_cosine`), warm-up / stable / decay (`warmup_stable_decay`), and a schedule run twice (`restarted_schedule`,
-pretraining then fine-tuning in one run). The arguments they share are checked in one place (`_check_schedule`), in
-errors naming the config key. The paper's inverse-square-root schedule is in zoo.optim.inverse_sqrt.
-"""
+"""Learning-rate schedules with a linear warm-up (`_partial_: true` in YAML): warm-up + cosine, warm-up / stable /
+decay, and a schedule run twice (`restarted_schedule`). Their shared arguments are checked in `_check_schedule`."""
 
 from __future__ import annotations
 
@@ -19,9 +16,8 @@ log = logging.getLogger(__name__)
 
 
 def _check_schedule(what: str, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> None:
-    """The arguments every warm-up schedule shares, in one-line errors naming the config key. A warm-up as long as
-    the run or longer is warned about, not refused: a smoke run (trainer.max_steps=5 with a recipe's warm-up) is
-    one, and the schedules hand over to their decay without a jump."""
+    """The arguments every warm-up schedule shares. A warm-up as long as the run is warned about, not refused (a
+    smoke run is one)."""
     for key, value, integer in (
         ("warmup_steps", warmup_steps, True),
         ("max_steps", max_steps, True),
@@ -84,11 +80,9 @@ def warmup_stable_decay(
     decay_fraction: float = 0.2,
     min_lr_ratio: float = 0.0,
 ) -> LambdaLR:
-    """Warm-up / stable / decay (WSD; Hu et al. 2024 "MiniCPM", Hägele et al. 2024): linear warm-up over
-    `warmup_steps` as in warmup_cosine, the peak until the last round(decay_fraction x max_steps) steps (at
-    least one), a linear decay over those to `min_lr_ratio` x the peak at `max_steps`, constant after that.
-    Where the warm-up runs into the decay the lower factor wins. The stable phase does not depend on the run's
-    length, so a run can branch off a longer one's checkpoint and decay there."""
+    """Warm-up / stable / decay (WSD; Hu et al. 2024, Hägele et al. 2024): the peak after the warm-up until the last
+    round(decay_fraction x max_steps) steps (at least one), then a linear decay to `min_lr_ratio` x the peak; the
+    lower factor wins where the warm-up runs into the decay. A run can branch off a longer one and decay there."""
     _check_schedule("the WSD schedule decays before", warmup_steps, max_steps, min_lr_ratio)
     if not _is_number(decay_fraction) or not 0.0 < decay_fraction <= 1.0:
         raise ValueError(f"model.scheduler.decay_fraction must be in (0, 1], got {decay_fraction!r}")
@@ -106,9 +100,8 @@ def warmup_stable_decay(
 
 
 def restarted_schedule(factory, optimizer: torch.optim.Optimizer, restart_step: int, *, what: str) -> LRScheduler:
-    """The schedule of `factory` twice: over steps [0, restart_step) and again from restart_step, as two runs
-    would have it (e.g. pretraining, then fine-tuning with its own warm-up and decay). A schedule with a
-    `max_steps` keyword ends the first run at restart_step and the second at the original max_steps."""
+    """The schedule of `factory` twice, from step 0 and again from restart_step (e.g. pretraining, then fine-tuning);
+    its `max_steps` is cut at restart_step for the first run, the rest for the second."""
     total = getattr(factory, "keywords", {}).get("max_steps")
     if total is None:
         first, second = factory(optimizer), factory(optimizer)

@@ -1,6 +1,4 @@
-"""LightningModules, one per task, on one base (ZooTask). They own losses, metrics and optimizers; models stay
-plain nn.Modules. What they use but do not define lives beside them: optimizers and schedules in zoo.optim,
-checkpoint files in zoo.checkpointing, callbacks in zoo.callbacks, the sharded strategy in zoo.strategies."""
+"""LightningModules, one per task, on one base (ZooTask): they own losses, metrics and optimizers."""
 
 from .base import ZooTask
 from .causal_lm import CausalLMTask

@@ -1,10 +1,6 @@
-"""ZooTask: what every task shares, so that the five tasks keep only their losses, metrics and logging.
-
-It owns the network (`self.net`, the module holding the weights; a task may add a training-only head, such as
-the classifier's masked-LM phase), the optimizer and scheduler partials with a parameter-group hook and a
-scheduler hook, the compile switch, the checkpoint's "zoo" section and `load_from_checkpoint`, and the batch
-sizes and FLOPs that `zoo.callbacks.throughput_monitor.ZooThroughputMonitor` turns into throughput and MFU.
-"""
+"""ZooTask: what every task shares (network, optimizer partials, compile, the checkpoint's "zoo" section,
+`load_from_checkpoint`, the batch sizes and FLOPs of the throughput monitor), so that each task keeps only its
+losses, metrics and logging."""
 
 from __future__ import annotations
 
@@ -29,18 +25,14 @@ from .token_loss import TokenWindow
 
 
 class ZooTask(L.LightningModule):
-    """Base of the task LightningModules.
-
-    Subclasses set `task_name` (stored in checkpoints; eval.py and generate.py dispatch on it), call
-    `super().__init__(net, optimizer, scheduler, ...)` with their own options as keyword arguments (recorded as
-    hyper-parameters), and implement the loss/metric hooks plus the three throughput hooks below.
-    """
+    """Base of the task LightningModules. Subclasses set `task_name` (stored in checkpoints; eval.py and
+    generate.py dispatch on it), pass their own options as keyword arguments (recorded as hyper-parameters), and
+    implement the loss/metric hooks and the throughput hooks below."""
 
     task_name: ClassVar[str]
     # Constructor arguments that are objects, not data: never recorded as hyper-parameters.
     not_hparams: ClassVar[tuple[str, ...]] = ("tokenizer",)
-    # Hyper-parameters that say how the network was first made; once a checkpoint's "zoo" section holds the
-    # network they must not be applied again (e.g. loading a pretrained encoder from a path).
+    # Hyper-parameters that say how the network was first made, not applied again once a checkpoint holds it.
     not_rebuilt: ClassVar[tuple[str, ...]] = ()
     # "tokens" or "images": what train/<unit>_per_sec counts.
     throughput_unit: ClassVar[str] = "tokens"
@@ -126,20 +118,14 @@ class ZooTask(L.LightningModule):
 
     # ---- losses over target tokens (zoo.tasks.token_loss) ----------------------------------------------
     def token_loss(self, mean: torch.Tensor, count: int | torch.Tensor) -> torch.Tensor:
-        """The training loss to return for a micro-batch whose loss is `mean` per target token over `count`
-        (local) target tokens: over the optimizer step, the gradient is that of the sum of the token losses over
-        the step's target tokens on all ranks and micro-batches. One process without accumulation: `mean` itself."""
+        """The training loss to return for a micro-batch whose loss is `mean` over `count` local target tokens, so
+        that the step's gradient is that of the mean over all its target tokens (zoo.tasks.token_loss)."""
         if self._trainer is None:  # a step called by hand, outside fit
             return mean
         return self._token_window.scale(mean, count, self.trainer)
 
-    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None) -> None:
-        if optimizer_closure is None:
-            return super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
-
-        # The closure runs the window's last training step and backward; the correction follows it directly, so
-        # that callbacks' on_before_optimizer_step (gradient-norm probes) and gradient clipping see the final
-        # gradients.
+    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure) -> None:
+        # The correction follows the window's last backward directly: gradient-norm probes and clipping see it.
         def closure():
             result = optimizer_closure()
             self._token_window.correct(optimizer, self.trainer)
@@ -148,14 +134,8 @@ class ZooTask(L.LightningModule):
         return super().optimizer_step(epoch, batch_idx, optimizer, closure)
 
     # ---- throughput (read by ZooThroughputMonitor) -------------------------------------------------------
-    def batch_samples(self, batch) -> int:
-        """Sequences (or images) in a batch."""
-        raise NotImplementedError
-
-    def batch_items(self, batch) -> int:
-        """What train/<throughput_unit>_per_sec counts in a batch: real tokens, or images."""
-        raise NotImplementedError
-
+    # Each task defines batch_samples(batch) (sequences or images in a batch) and batch_items(batch) (what
+    # train/<throughput_unit>_per_sec counts: real tokens, or images).
     def batch_flops(self, batch) -> float | None:
         """Training FLOPs (forward + backward) of a batch as the model computes it (padding included); None
         where the model has no estimate (then no MFU is logged)."""
@@ -190,8 +170,7 @@ class ZooTask(L.LightningModule):
         # No state dict: a sharding strategy loaded the weights itself, checked (zoo.strategies.fsdp).
         if "state_dict" not in checkpoint:
             return
-        # Checkpoints written before this base held every tensor twice, also under "_forward_fn." (the same
-        # network registered a second time); those copies are dropped so that old runs still resume.
+        # Checkpoints written before this base held every tensor twice, also under "_forward_fn.": dropped.
         state = checkpoint["state_dict"]
         for key in [k for k in state if k.startswith("_forward_fn.")]:
             del state[key]
@@ -208,14 +187,10 @@ class ZooTask(L.LightningModule):
     def load_from_checkpoint(
         cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool = True, **kwargs: Any
     ) -> ZooTask:
-        """The task stored in a zoo checkpoint, its network rebuilt from the "zoo" section and its weights
-        loaded (read with `weights_only=True`).
-
-        Its options come from the recorded hyper-parameters, the optimizer and scheduler too where they were
-        recorded (else None: evaluation only). `kwargs` override any of them and give what a checkpoint holds
-        no object for, e.g. `tokenizer=datamodule.tokenizer` or `compile=False`. Called on ZooTask itself it
-        returns the subclass the checkpoint names; called on a subclass it refuses a checkpoint of another task.
-        """
+        """The task stored in a zoo checkpoint (read weights-only), its network rebuilt from the "zoo" section, its
+        options, optimizer and scheduler from the recorded hyper-parameters. `kwargs` override them and give what a
+        checkpoint holds no object for (`tokenizer=...`). Called on ZooTask it returns the subclass the checkpoint
+        names; called on a subclass it refuses a checkpoint of another task."""
         path = str(checkpoint_path)
         checkpoint = read_checkpoint(path)
         info = checkpoint["zoo"]
@@ -225,7 +200,8 @@ class ZooTask(L.LightningModule):
         scheduler = rebuild_partial(hparams.pop("scheduler", None), kind="scheduler", source=path)
         for key in task_cls.not_rebuilt:
             hparams.pop(key, None)
-        accepted = _init_keywords(task_cls)
+        params = inspect.signature(task_cls.__init__).parameters.values()
+        accepted = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "net"}
         unknown = sorted(set(kwargs) - accepted)
         if unknown:
             raise TypeError(
@@ -257,22 +233,9 @@ class ZooTask(L.LightningModule):
         return cls
 
 
-def _init_keywords(task_cls: type) -> set[str]:
-    """Keyword arguments a task's constructor accepts (besides the network)."""
-    params = inspect.signature(task_cls.__init__).parameters.values()
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "net"}
-
-
 class EvaluatedTask(ZooTask):
-    """A task whose validation and test passes are one evaluation: `_evaluate(batch)` per batch (its return value,
-    if any, is the step's output, which callbacks such as the lab's per-example recorder read) and
-    `_log_evaluation(split)` at the end of the pass, which logs `<split>/...` and resets the metrics."""
-
-    def _evaluate(self, batch):
-        raise NotImplementedError
-
-    def _log_evaluation(self, split: str) -> None:
-        raise NotImplementedError
+    """A task whose validation and test passes are one evaluation: `_evaluate(batch)` per batch (its return value
+    is the step's output, for callbacks) and `_log_evaluation(split)`, which logs `<split>/...` and resets."""
 
     def validation_step(self, batch, batch_idx: int):
         return self._evaluate(batch)

@@ -1,11 +1,6 @@
-"""Causal language modelling (GPT): next-token cross-entropy, perplexity, next-token accuracy and samples.
-
-Targets of -100 are not scored (the synthetic recall tasks of zoo/data/recall.py score a few positions of each
-sequence): the loss, perplexity and accuracy count the other positions alone.
-
-The network starts from scratch, or from a pretrained GPT (`pretrained`): a Hugging Face GPT-2 directory or a zoo
-checkpoint (.ckpt) of a causal LM, whose architecture, positions and vocabulary win over `net`'s (zoo.tasks.pretrained).
-"""
+"""Causal language modelling (GPT): next-token cross-entropy, perplexity, next-token accuracy and samples. Targets
+of -100 are not scored (zoo/data/recall.py scores a few positions). The network starts from scratch or from a
+pretrained GPT (`pretrained`: a Hugging Face GPT-2 directory or a zoo .ckpt), whose architecture wins over `net`'s."""
 
 from __future__ import annotations
 
@@ -53,11 +48,9 @@ class CausalLMTask(ZooTask):
         sample_temperature: float = 0.8,
         sample_top_k: int | None = 200,
     ) -> None:
-        """pretrained: a Hugging Face GPT-2 directory or a zoo checkpoint (.ckpt) of a GPT to start from. Its
-        architecture and vocabulary win over `net`'s (a size `net` sets that disagrees is refused); `net` gives the
-        dropout and compute options, and the data's tokenizer must be the model's and its block_size at most the
-        model's positions. num_samples / sample_*: text sampled from the prompt at every validation during fit
-        (needs the tokenizer; 0 samples turns it off). The rest: see `ZooTask`."""
+        """pretrained: a Hugging Face GPT-2 directory or a zoo checkpoint (.ckpt) of a GPT to start from; `net` gives
+        the dropout and compute options. num_samples / sample_*: text sampled at every validation during fit (needs the
+        tokenizer; 0 turns it off). The rest: see `ZooTask`."""
         if pretrained is not None:
             net = self._from_pretrained(net, str(pretrained), tokenizer)
         super().__init__(net, optimizer, scheduler, weight_decay=weight_decay, compile=compile, tokenizer=tokenizer)
@@ -148,8 +141,7 @@ class CausalLMTask(ZooTask):
         self.test_acc.reset()
 
     def _log_samples(self) -> None:
-        """Every rank samples and rank 0 logs: a sharded network (trainer=fsdp) gathers its weights from all ranks at
-        every step. The same prompt, seed and length on every rank make them take the same steps."""
+        """Every rank samples (a sharded network gathers its weights from all ranks) and rank 0 logs."""
         if self.tokenizer is None or self.hparams.num_samples <= 0:
             return
         prompt = torch.tensor([self.tokenizer.encode(self.hparams.sample_prompt)], device=self.device)

@@ -1,15 +1,10 @@
-"""Sequence classification with BERT: the pooled [CLS] vector, dropout, a linear layer; cross-entropy.
-
-The encoder starts from scratch, from a zoo BERT checkpoint (.ckpt, e.g. of MLM+NSP pretraining), or from a
-Hugging Face BERT directory (`pretrained`). A pretrained encoder brings its own sizes and vocabulary; the new
-model takes the classification head (num_labels, classifier_dropout) from `net`. From scratch, `mlm_steps`
-first pretrains the encoder on the task's own training text (masked LM, zoo.tasks.task_text_mlm).
-"""
+"""Sequence classification with BERT: the pooled [CLS] vector, dropout, a linear layer; cross-entropy. The encoder
+starts from scratch (optionally self-pretrained first: `mlm_steps`), from a zoo checkpoint or from a Hugging Face
+BERT directory (`pretrained`), whose sizes and vocabulary win; the head comes from `net`."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,16 +14,17 @@ from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryF1Score, MulticlassAccuracy, MulticlassF1Score
 
+from zoo.data.wordpiece import tokenizer_from_source
 from zoo.models import BERT
 from zoo.optim.param_groups import param_groups
 from zoo.optim.schedules import restarted_schedule
 
 from .base import EvaluatedTask
-from .pretrained import check_architecture, load_pretrained
+from .pretrained import check_architecture, load_pretrained, vocabulary
 from .task_text_mlm import TaskTextMLM, check_mlm_options
 
 # What the data fills in (vocabulary, padding id, labels), the head, and the dropouts: not compared with the pretrained
-# encoder (the dropouts are the encoder's own, as before; the head's come from `net`).
+# encoder.
 RUN_FIELDS = (
     "vocab_size",
     "pad_token_id",
@@ -42,23 +38,10 @@ RUN_FIELDS = (
 
 def load_pretrained_bert(path: str | Path) -> tuple[BERT, str | None]:
     """A BERT from a zoo checkpoint file or a Hugging Face directory, with the tokenizer JSON a zoo checkpoint
-    stores (None for a Hugging Face directory, whose tokenizer is its vocab.txt)."""
+    stores (None for a Hugging Face directory)."""
     from zoo.interop import load_hf  # interop reads the HF files; imported here, only when asked for
 
     return load_pretrained(path, BERT, load_hf, formats="a zoo checkpoint (.ckpt) or a Hugging Face BERT directory")
-
-
-def _hf_vocab(path: Path) -> list[str] | None:
-    """The tokens of a Hugging Face BERT directory in id order: its vocab.txt, else the WordPiece table of its
-    tokenizer.json (transformers 5 saves a fast tokenizer without vocab.txt)."""
-    vocab = path / "vocab.txt"
-    if vocab.is_file():
-        return vocab.read_text(encoding="utf-8").splitlines()
-    tokenizer = path / "tokenizer.json"
-    if not tokenizer.is_file():
-        return None
-    table = (json.loads(tokenizer.read_text(encoding="utf-8")).get("model") or {}).get("vocab")
-    return [token for token, _ in sorted(table.items(), key=lambda item: item[1])] if isinstance(table, dict) else None
 
 
 class SequenceClassificationTask(EvaluatedTask):
@@ -79,10 +62,9 @@ class SequenceClassificationTask(EvaluatedTask):
         mlm_steps: int = 0,
         mlm_probability: float = 0.15,
     ) -> None:
-        """pretrained: a zoo checkpoint (.ckpt) or a Hugging Face BERT directory whose encoder the model starts
-        from (its sizes and vocabulary win over `net`'s; the head comes from `net`). mlm_steps: the first that
-        many optimizer steps train a masked LM on the training batches (`mlm_probability` of their tokens
-        masked) instead of the classifier. The rest: see `ZooTask`."""
+        """pretrained: a zoo checkpoint (.ckpt) or a Hugging Face BERT directory to start the encoder from.
+        mlm_steps: the first that many optimizer steps train a masked LM on the training batches
+        (`mlm_probability` of their tokens masked) instead of the classifier. The rest: see `ZooTask`."""
         if getattr(net, "classifier", None) is None:
             raise ValueError("sequence classification needs a BERT built with head='classification'")
         if net.config.num_labels < 2:
@@ -109,14 +91,12 @@ class SequenceClassificationTask(EvaluatedTask):
                     f"the data's tokenizer differs from the one stored in {pretrained}; "
                     "set data.pretrained to the same checkpoint"
                 )
-            vocab = _hf_vocab(Path(pretrained)) if Path(pretrained).is_dir() else None
-            if vocab is not None and hasattr(tokenizer, "tokenizer"):
-                ours = tokenizer.tokenizer.get_vocab()
-                if len(ours) != len(vocab) or any(ours.get(t) != i for i, t in enumerate(vocab)):
-                    raise ValueError(
-                        f"the data's tokenizer is not the vocabulary of {pretrained}; "
-                        "set data.pretrained to the same directory"
-                    )
+            directory = Path(pretrained)
+            published = directory.is_dir() and any((directory / f).is_file() for f in ("vocab.txt", "tokenizer.json"))
+            if published and vocabulary(tokenizer_from_source(directory)) != vocabulary(tokenizer):
+                raise ValueError(
+                    f"the data's tokenizer is not the vocabulary of {pretrained}; set data.pretrained to the same one"
+                )
         # The encoder's architecture comes from the checkpoint: a size or switch set on `net` would be silently dropped.
         check_architecture(net, source, pretrained, keep=RUN_FIELDS, what="encoder")
         config = dataclasses.replace(
@@ -156,12 +136,11 @@ class SequenceClassificationTask(EvaluatedTask):
         if self.task_mlm is not None and self.task_mlm.active(self.global_step):
             # train/loss is what is minimized in either phase. A separate train/mlm_loss would be carried on,
             # stale, into every later row by Lightning (it re-logs a step metric's last value until the epoch ends).
-            loss, masked = self.task_mlm.loss_and_count(self.net, batch)
+            loss, masked = self.task_mlm.loss(self.net, batch)
             self.log("train/loss", loss, prog_bar=True)
             if self.global_step == self.task_mlm.steps - 1:
                 rank_zero_info(f"masked-LM phase done after {self.task_mlm.steps} steps; training the classifier")
-            # Over the masked tokens of the whole optimizer step (zoo.tasks.token_loss); the classifier's loss after
-            # the phase is one per sequence and keeps its mean.
+            # Over the masked tokens of the whole optimizer step (zoo.tasks.token_loss).
             return self._with_idle_parameters(self.token_loss(loss, masked), self.net.pooler, self.net.classifier)
         logits = self(batch)
         loss = F.cross_entropy(logits.float(), batch.labels)
@@ -173,11 +152,8 @@ class SequenceClassificationTask(EvaluatedTask):
         return loss
 
     def _with_idle_parameters(self, loss: torch.Tensor, *idle: torch.nn.Module) -> torch.Tensor:
-        """Under DDP every parameter must get a gradient in every step (the reducer waits for all of them unless
-        find_unused_parameters, which costs a graph walk each step): the modules a phase leaves idle join the
-        loss with weight 0, so their gradient is an exact zero. (AdamW's decoupled weight decay then still shrinks
-        them, e.g. the untrained classifier during the MLM phase: the one difference from a single process, which
-        keeps them out of the graph.)"""
+        """Under DDP every parameter must get a gradient in every step: the modules a phase leaves idle join the loss
+        with weight 0 (cheaper than find_unused_parameters)."""
         if self._trainer is None or self.trainer.world_size == 1:
             return loss
         return loss + 0.0 * sum(p.sum() for module in idle for p in module.parameters())
@@ -198,8 +174,7 @@ class SequenceClassificationTask(EvaluatedTask):
         preds = logits.argmax(-1)
         self.val_acc.update(preds, batch.labels)
         self.val_f1.update(preds, batch.labels)
-        # Which rows the accuracy counted as right, for callbacks that compare models row by row (the lab's
-        # zoo.lab.probes.per_example); Lightning hands the step's return to on_validation_batch_end and keeps nothing.
+        # Which rows were right, for callbacks that compare models row by row (zoo.lab.probes.per_example).
         return {"correct": preds == batch.labels, "labels": batch.labels}
 
     def _log_evaluation(self, split: str) -> None:

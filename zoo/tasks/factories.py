@@ -1,20 +1,14 @@
-"""Optimizer and scheduler partials recorded in a checkpoint's hyper-parameters, and rebuilt from them.
-
-A task receives its optimizer and scheduler as partials (Hydra `_partial_: true`). Their target and keyword
-arguments are plain data, so the task records them as `{"_target_": ..., "_partial_": true, **keywords}`; a
-checkpoint then knows how its run was optimized and `load_from_checkpoint` can hand back a trainable task.
-Rebuilding imports a name read from a file, so only optimizers and schedulers of torch and of zoo.optim are
-accepted (a checkpoint must not be able to name arbitrary code). Checkpoints written before zoo.optim existed name
-the modules of zoo.tasks the same code lived in; those names are translated first (zoo.optim.former_names).
-"""
+"""Optimizer and scheduler partials recorded in a checkpoint's hyper-parameters (`{"_target_": ..., "_partial_":
+true, **keywords}`), and rebuilt from them. Rebuilding imports a name read from a file, so only torch.optim and
+zoo.optim are trusted; the names checkpoints recorded before zoo.optim existed are translated first."""
 
 from __future__ import annotations
 
 import functools
-import importlib
 from typing import Any
 
 import torch
+from hydra.utils import get_object
 
 from zoo.optim.former_names import current_name
 
@@ -47,30 +41,26 @@ def describe_partial(factory) -> dict | None:
 
 
 def rebuild_partial(spec: dict | None, *, kind: str, source: str):
-    """The partial a `describe_partial` record stands for; `kind` is "optimizer" or "scheduler" (for the checks
-    and the messages), `source` the checkpoint path (for the messages)."""
+    """The partial a `describe_partial` record stands for; `kind`: "optimizer" or "scheduler"; `source`: the
+    checkpoint path."""
     if spec is None:
         return None
     if not isinstance(spec, dict) or not isinstance(spec.get("_target_"), str) or not spec.get("_partial_"):
         raise ValueError(f"{source}: the recorded {kind} is not a partial ({spec!r}); pass {kind}=... explicitly")
-    # Checkpoints written before the optimizers and schedules moved to zoo.optim name the old modules
-    # (zoo.tasks.optim, zoo.tasks.schedules, zoo.tasks.muon): an explicit table gives each its new name, before
-    # the trust check, which then sees only zoo.optim.
+    # Former names (zoo.tasks.muon...) are translated before the trust check, which then sees only zoo.optim.
     target = current_name(spec["_target_"])
     if not target.startswith(_TRUSTED_MODULES):
         raise ValueError(
             f"{source}: refusing to import the recorded {kind} '{target}' (only torch.optim and "
             f"zoo.optim are trusted); pass {kind}=... explicitly"
         )
-    module_name, _, name = target.rpartition(".")
-    obj = importlib.import_module(module_name)
-    for part in name.split("."):
-        obj = getattr(obj, part, None)
-    if obj is None:
+    try:
+        obj = get_object(target)
+    except ImportError:
         raise ValueError(
             f"{source}: the recorded {kind} '{target}' does not exist in this version of torch/zoo; "
             f"pass {kind}=... explicitly"
-        )
+        ) from None
     if kind == "optimizer" and not (isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer)):
         raise ValueError(f"{source}: the recorded optimizer '{target}' is not a torch.optim.Optimizer")
     keywords = {k: v for k, v in spec.items() if k not in ("_target_", "_partial_")}

@@ -28,13 +28,6 @@ def log_image(loggers: list[Logger], key: str, image: Image.Image, step: int) ->
             image.save(folder / f"{key.replace('/', '_')}_step{step:06d}.png")
 
 
-def colormap(values: torch.Tensor) -> torch.Tensor:
-    """values in [0, 1], any shape -> uint8 RGB with a trailing channel dimension (matplotlib's "inferno", a
-    perceptually ordered dark-to-bright map)."""
-    rgba = plt.get_cmap("inferno")(values.detach().cpu().clamp(0, 1).numpy(), bytes=True)
-    return torch.from_numpy(rgba[..., :3].copy())
-
-
 def log_figure(loggers: list[Logger], key: str, figure: Figure, step: int) -> None:
     """A matplotlib figure, rendered once to a PNG, then logged like any picture; the figure is closed."""
     buffer = io.BytesIO()
@@ -111,7 +104,8 @@ def rollout_image(
     size = max(scale_to, pixels.shape[-1])
     pixels = F.interpolate(pixels, size=(size, size), mode="nearest")
     heat = F.interpolate(heat[:, None].float().cpu(), size=(size, size), mode="bilinear", align_corners=False)[:, 0]
-    overlay = 0.45 * pixels + 0.55 * colormap(heat).permute(0, 3, 1, 2).float() / 255
+    colours = torch.from_numpy(plt.get_cmap("inferno")(heat.clamp(0, 1).numpy())[..., :3]).float()  # dark to bright
+    overlay = 0.45 * pixels + 0.55 * colours.permute(0, 3, 1, 2)
     font = ImageFont.load_default()
     caption = 14
     canvas = Image.new("RGB", (2 * size + 12, len(images) * (size + caption + 4) + 4), "white")

@@ -1,15 +1,7 @@
-"""Starting a task's network from a pretrained model (`model.pretrained=<path>`), shared by the tasks that take one.
-
-A pretrained model is a zoo checkpoint (.ckpt), or published files that the model's importer in zoo.interop reads (a
-Hugging Face directory, a timm or torchvision weight file). Its architecture wins over `model.net`: a preset name
-there is not used, and a field that `model.net` sets (beyond its preset) and the pretrained model disagrees with is
-refused in one line naming it. What the run decides stays the run's: dropout, how the core computes (attention
-kernel, activation checkpointing), and what each task lets the data decide (GPT's context, ViT's image size, channels
-and classes).
-
-Once a checkpoint holds the network, the path is not read again (`ZooTask.not_rebuilt`): `load_from_checkpoint`
-drops it, and a resumed train.py run reads the architecture and tokenizer from the checkpoint it resumes.
-"""
+"""Starting a task's network from a pretrained model (`model.pretrained=<path>`): a zoo checkpoint (.ckpt) or
+published files that zoo.interop reads. Its architecture wins over `model.net`, whose fields that disagree with it
+are refused in one line; what the run decides stays the run's (dropout, compute options, what the data fills in).
+Once a checkpoint holds the network the path is not read again (`ZooTask.not_rebuilt`)."""
 
 from __future__ import annotations
 
@@ -50,10 +42,9 @@ def load_pretrained(
 
 
 def check_architecture(net: ZooModel, source: ZooModel, pretrained, *, keep: Iterable[str], what: str) -> None:
-    """Refuse, in one line naming them, the fields `net` was asked for (its `config_overrides`, and the lab switches
-    it sets) that differ from the pretrained model's: its architecture comes from the pretrained model, and a
-    setting silently dropped would be a different experiment than the one asked for. `keep`: the fields the run
-    decides (dropout, what the data fills in), not compared; the compute options never are."""
+    """Refuse, in one line naming them, the fields `net` was asked for (its overrides and lab switches) that differ
+    from the pretrained model's: silently dropped, they would make another experiment than the one asked for.
+    `keep`: the fields the run decides, not compared (nor are the compute options)."""
     asked = {**net.config_overrides, **net.nondefault_switches()}
     ignored = set(keep) | COMPUTE_OPTIONS
     theirs = source.config
@@ -68,8 +59,7 @@ def check_architecture(net: ZooModel, source: ZooModel, pretrained, *, keep: Ite
 
 
 def run_options(net: ZooModel, names: Iterable[str]) -> dict[str, Any]:
-    """The fields of `net`'s config that the run decides (`names` and the compute options), to build the
-    pretrained architecture with."""
+    """The fields of `net`'s config that the run decides (`names` and the compute options)."""
     wanted = set(names) | COMPUTE_OPTIONS
     return {f.name: getattr(net.config, f.name) for f in dataclasses.fields(net.config) if f.name in wanted}
 

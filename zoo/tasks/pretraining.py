@@ -57,9 +57,7 @@ class BertPretrainingTask(EvaluatedTask):
         self.log("train/loss", mlm + self.hparams.nsp_weight * nsp, prog_bar=True)
         self.log("train/mlm_loss", mlm)
         self.log("train/nsp_loss", nsp)
-        # MLM over the masked tokens of the whole optimizer step (all ranks and micro-batches); NSP, one loss per
-        # sequence, keeps its mean per micro-batch, added as before (exact over ranks; under accumulation it shares
-        # the step's token correction, see zoo.tasks.token_loss).
+        # MLM over the masked tokens of the whole optimizer step (zoo.tasks.token_loss); NSP keeps its mean.
         return self.token_loss(mlm, targets.numel()) + self.hparams.nsp_weight * nsp
 
     def batch_samples(self, batch) -> int:

@@ -1,9 +1,5 @@
-"""Sequence-to-sequence translation (the encoder-decoder Transformer): label-smoothed cross-entropy, sacreBLEU.
-
-Batches come from `zoo.data.TranslationDataModule`: src / src_mask, tgt_in (BOS + y), labels (y + EOS, padded
-with the pad id), and in evaluation src_text / ref_text. BLEU is sacreBLEU's corpus score (13a tokenization,
-cased) of the detokenized translations against the raw references.
-"""
+"""Sequence-to-sequence translation (the encoder-decoder Transformer): label-smoothed cross-entropy, and sacreBLEU's
+corpus score (13a, cased) of the detokenized translations against the raw references."""
 
 from __future__ import annotations
 
@@ -41,10 +37,9 @@ class Seq2SeqTask(ZooTask):
         max_len_b: int = 50,
         num_logged_translations: int = 4,
     ) -> None:
-        """bleu_every_n_val: decode the val set and log val/bleu at every n-th validation during fit (0: never;
-        a validation run on its own, e.g. eval.py, always scores BLEU). val_beam_size / test_beam_size: 1 is greedy.
-        length_penalty: GNMT's alpha (0.6 in the paper). max_len_b: translations stop at source length + max_len_b
-        tokens. Without a tokenizer no BLEU is computed (only losses)."""
+        """bleu_every_n_val: log val/bleu at every n-th validation during fit (0: never; eval.py always scores it).
+        val/test_beam_size: 1 is greedy. length_penalty: GNMT's alpha. max_len_b: translations stop at source length +
+        max_len_b tokens. Without a tokenizer only the losses are computed."""
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         if bleu_every_n_val < 0 or val_beam_size < 1 or test_beam_size < 1:
@@ -93,8 +88,8 @@ class Seq2SeqTask(ZooTask):
         return int(batch.src_mask.sum() + (batch.labels != self.pad_id).sum())  # real tokens of both sides
 
     def batch_flops(self, batch) -> float:
-        """6 FLOPs per weight per token on its own side (padding included: it is computed), the output layer on
-        target tokens, and the attention scores and mixing of encoder self-, decoder self- and cross-attention."""
+        """6 FLOPs per weight per token on its side (padding included), the output layer on target tokens, and the
+        scores and mixing of the three attentions."""
         c = self.net.config
         (b, s), t = batch.src.shape, batch.tgt_in.shape[1]
         weights = 6 * (self._encoder_weights * b * s + (self._decoder_weights + c.tgt_vocab_size * c.d_model) * b * t)
@@ -150,10 +145,8 @@ class Seq2SeqTask(ZooTask):
 
     def translate_ids(self, src: torch.Tensor, src_mask: torch.Tensor, beam_size: int) -> torch.Tensor:
         max_new = min(self.net.config.max_len, src.shape[1] + self.hparams.max_len_b)
-        # Decode in full precision even under bf16 training: beam scores sum many log-probabilities, and bf16's
-        # 8-bit mantissa would reorder close hypotheses. Each rank decodes its own batches; a network sharded over the
-        # ranks (trainer=fsdp) gathers its weights from all of them at every step, so they step in lockstep until the
-        # last of them is done (the translations are those decoded alone).
+        # Full precision even under bf16 training: bf16 would reorder close beam hypotheses. A network sharded over
+        # the ranks gathers its weights at every step, so the ranks step in lockstep until the last is done.
         with torch.autocast(src.device.type, enabled=False):
             return self.net.generate(
                 src,

@@ -1,16 +1,9 @@
-"""Masked-LM pretraining on a fine-tuning task's own training text, for the first steps of the same run.
+"""Masked-LM pretraining on a fine-tuning task's own training text, for the first `steps` optimizer steps of the
+same run (self-pretraining: Krishna et al. 2022, "Downstream Datasets Make Surprisingly Good Pretraining Corpora").
 
-BERT's recipe is pretrain, then fine-tune. Without a pretrained encoder the cheapest corpus at hand is the task's
-training sentences themselves: Krishna et al. 2022 ("Downstream Datasets Make Surprisingly Good Pretraining
-Corpora") find that such self-pretraining recovers much of what a large corpus gives. Here it runs inside the
-fine-tuning run (no second command, no second tokenizer): for the first `steps` optimizer steps the training
-batches are masked as BERT masks them and the loss is the masked-LM loss; after that the task's own loss.
-
-The MLM head (dense, activation, LayerNorm, the decoder tied to the token embeddings) lives here, not in the
-classifier network, so that the fine-tuned network, its checkpoint's model config and its Hugging Face export are
-those of a plain classifier; the head's weights are in the task's checkpoint so that a resumed run continues
-exactly.
-"""
+The MLM head (tied to the token embeddings) lives here, not in the classifier network, so that the fine-tuned
+network, its checkpoint's model config and its Hugging Face export are those of a plain classifier; its weights are
+in the task's checkpoint so that a resumed run continues exactly."""
 
 from __future__ import annotations
 
@@ -39,16 +32,12 @@ class TaskTextMLM(nn.Module):
 
     def __init__(self, net: BERT, *, steps: int, mlm_probability: float = 0.15) -> None:
         super().__init__()
-        check_mlm_options(steps, mlm_probability)
         c = net.config
         self.steps, self.mlm_probability = steps, mlm_probability
         self.head = MLMHead(c.hidden_size, c.vocab_size, c.hidden_act, c.layer_norm_eps)
         # The initialization BERT gives its own MLM head (std initializer_range, zero biases, unit LayerNorm).
         nn.init.normal_(self.head.dense.weight, std=c.initializer_range)
         nn.init.zeros_(self.head.dense.bias)
-        self._special: torch.Tensor | None = None
-        self._replacement: torch.Tensor | None = None
-        self._mask_id: int | None = None
 
     def active(self, global_step: int) -> bool:
         return global_step < self.steps
@@ -65,14 +54,9 @@ class TaskTextMLM(nn.Module):
         ids = torch.arange(vocab_size)
         self._replacement = ids[~torch.isin(ids, self._special)]
 
-    def loss(self, net: BERT, batch) -> torch.Tensor:
-        """Mask the batch's real, non-special tokens and return the cross-entropy of predicting them."""
-        return self.loss_and_count(net, batch)[0]
-
-    def loss_and_count(self, net: BERT, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """The mean cross-entropy over the masked tokens, and their number (a tensor: no sync with the device)."""
-        if self._mask_id is None:
-            raise RuntimeError("TaskTextMLM.use_tokenizer must be called before the first MLM step")
+    def loss(self, net: BERT, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mask the batch's real, non-special tokens; the mean cross-entropy of predicting them, and their number
+        (a tensor: no sync with the device)."""
         ids = batch.input_ids
         maskable = ~torch.isin(ids, self._special.to(ids.device)) & batch.attention_mask.to(torch.bool)
         # Drawn on the batch's device from its global generator: seeded by the run's seed, restored on resume

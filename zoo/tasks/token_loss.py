@@ -1,25 +1,18 @@
 """Token-count losses normalised by the target tokens of the whole optimizer step (all ranks, all micro-batches).
 
-A seq2seq or masked-LM batch holds a variable number of target tokens. Averaging the loss per micro-batch, as
-DDP (mean over ranks) and Lightning's gradient accumulation (mean over micro-batches) do on their own, weighs a
-token of a short micro-batch more than one of a long one: the gradient is not that of the same global batch on
-one device. The convention of fairseq, and of transformers since its gradient-accumulation fix, is
-sum(per-token losses) / N, N the target tokens of the whole optimizer step.
-
-N is only known once the last micro-batch of the accumulation window has been seen. Instead of looking ahead over
-the window's batches, each micro-batch's loss is normalised by a reference count S that every rank agrees on
-(the global token count of the window's first micro-batch, one all-reduce), and the accumulated gradient is
-corrected once, exactly, after the window's last backward and before any callback or clipping reads it:
+Averaging per micro-batch, as DDP (mean over ranks) and gradient accumulation (mean over micro-batches) do, weighs a
+token of a short micro-batch more than one of a long one. The convention of fairseq and transformers is
+sum(per-token losses) / N, N the target tokens of the whole optimizer step, known only after the window's last
+micro-batch. So each micro-batch's loss is normalised by a reference count S every rank agrees on (the global token
+count of the window's first micro-batch), and the accumulated gradient is corrected once after the last backward:
 
     returned loss   mean_local * n_local * W / S          (n_local: this micro-batch's tokens on this rank)
     accumulated     (1 / (W * A)) * sum over ranks and micro-batches of that = sum(token losses) / (A * S)
                     (DDP divides by the world size W, Lightning by accumulate_grad_batches A)
     corrected       * A * S / N                           = sum(token losses) / N
 
-With one process and no accumulation nothing is scaled or corrected: the loss is the plain mean, as before. With
-A == 1 the correction is 1 (S == N), so terms that keep a per-micro-batch mean (BERT's next-sentence loss) stay
-exact; with A > 1 they are scaled by the same correction A * S / N (1 on average over windows).
-"""
+With one process and no accumulation the loss is the plain mean. With A == 1 the correction is 1, so terms that keep
+a per-micro-batch mean (BERT's next-sentence loss) stay exact; with A > 1 they share the correction A * S / N."""
 
 from __future__ import annotations
 

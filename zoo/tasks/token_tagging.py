@@ -1,10 +1,5 @@
-"""Token tagging with a BERT encoder: one label per token, read from that token's hidden state (Hugging Face's
-BertForTokenClassification: dropout, a linear layer; cross-entropy over the tagged tokens).
-
-The encoder is bidirectional or, with `causal`, reads only to the left (zoo.core.switches.CausalSwitch): the same
-network and head either way, which is what the lab's `direction` question compares. Positions without a tag (the
-data's IGNORE, -100) count in neither the loss nor the accuracy.
-"""
+"""Token tagging with a BERT encoder (BertForTokenClassification's head: dropout, a linear layer), bidirectional or
+`causal` (the lab's `direction` question). Positions without a tag (-100) count in neither loss nor accuracy."""
 
 from __future__ import annotations
 
@@ -50,8 +45,9 @@ class TokenTaggingTask(EvaluatedTask):
         nn.init.normal_(self.head[1].weight, std=c.initializer_range)
         nn.init.zeros_(self.head[1].bias)
         # micro: the fraction of tagged tokens tagged right, over all of them (ignore_index leaves the rest out).
-        self.train_acc = MulticlassAccuracy(num_classes=num_tags, average="micro", ignore_index=IGNORE)
-        self.val_acc = MulticlassAccuracy(num_classes=num_tags, average="micro", ignore_index=IGNORE)
+        self.train_acc, self.val_acc = (
+            MulticlassAccuracy(num_classes=num_tags, average="micro", ignore_index=IGNORE) for _ in range(2)
+        )
         self.val_loss = MeanMetric()
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:

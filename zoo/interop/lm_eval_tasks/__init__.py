@@ -1,10 +1,6 @@
-"""Two lm-evaluation-harness tasks on a held-out text, for zoo's causal LM exports: `zoo_text_ppl` (perplexity,
-loglikelihood_rolling) and `zoo_text_gen` (greedy continuation of a line, exact match).
-
-lm-eval's task YAMLs name their data files by path and expand no variables, so the YAMLs shipped here carry no path:
-`write_tasks` copies them into a folder with the held-out documents as JSON lines and the absolute path of those,
-and that folder is lm-eval's `--include_path`. The text is read once, here, through zoo's data lookup
-(ZOO_DATA_DIR), so lm-eval downloads nothing."""
+"""Two lm-evaluation-harness tasks on a held-out text for zoo's causal LM exports: `zoo_text_ppl` (perplexity) and
+`zoo_text_gen` (greedy continuation of a line, exact match). lm-eval's YAMLs name their data by path, so
+`write_tasks` copies them beside the documents (JSON lines) into the folder given as `--include_path`."""
 
 from __future__ import annotations
 
@@ -32,8 +28,7 @@ def held_out_text(text_file: str | Path | None = None, data_dir: str | Path | No
 
 
 def passages(text: str) -> list[str]:
-    """The perplexity documents: the text between blank lines. lm-eval scores each after a prefix token, the
-    tokenizer's bos; in a character export that is the newline, which is what preceded the passage in the text."""
+    """The perplexity documents: the text between blank lines (lm-eval scores each after the bos, the newline)."""
     return [p.strip("\n") for p in text.split("\n\n") if p.strip()]
 
 

@@ -1,8 +1,6 @@
-"""A transformer-zoo BERT for `transformers` (trust_remote_code=True): AutoConfig and, by the head it was trained
-with, AutoModelForPreTraining / AutoModelForMaskedLM (MLM + NSP), AutoModelForSequenceClassification or AutoModel.
-
-Written by transformer-zoo's exporter; the model is zoo's BERT (zoo_models_bert.py, every lab switch of the core
-included, causal attention too: the pooled vector then comes from the last real token instead of [CLS])."""
+"""A transformer-zoo BERT for `transformers` (trust_remote_code=True), written by its exporter: zoo's BERT
+(zoo_models_bert.py, every lab switch included) as AutoModelForPreTraining / AutoModelForMaskedLM,
+AutoModelForSequenceClassification or AutoModel, by the head it was trained with."""
 
 from __future__ import annotations
 

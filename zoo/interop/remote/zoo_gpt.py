@@ -1,9 +1,6 @@
-"""A transformer-zoo GPT for `transformers` (trust_remote_code=True): AutoConfig and AutoModelForCausalLM.
-
-Written by transformer-zoo's exporter; the model is zoo's GPT (zoo_models_gpt.py, every lab switch of the core
-included). Generation recomputes the whole window each step (no KV cache); with learned positions the window slides
-over the last `block_size` tokens once the sequence is longer, as zoo's own GPT.generate does, so generating past
-the trained context never runs off the position table."""
+"""A transformer-zoo GPT for `transformers` (trust_remote_code=True), written by its exporter: zoo's GPT
+(zoo_models_gpt.py, every lab switch included) as AutoModelForCausalLM. Generation recomputes the whole window each
+step (no KV cache); with learned positions the window slides over the last `block_size` tokens, as zoo's does."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The transformers side of an exported zoo model (trust_remote_code=True): its config and the base of its model.
-
-Written by transformer-zoo's exporter beside zoo's own modules, which it copied from zoo/core and zoo/models
-(zoo_core_*.py, zoo_models_*.py: zoo's source, only their imports made relative). Those compute the model; the
-classes here hand them the config and the weights. config.json holds zoo's config fields under zoo's names, and
-model.safetensors is zoo's state dict: transformers loads it into `model.zoo` (base_model_prefix)."""
+"""The transformers side of an exported zoo model (trust_remote_code=True), written by its exporter beside zoo's
+own modules (zoo_core_*.py, zoo_models_*.py), which compute the model: config.json holds zoo's config fields, and
+model.safetensors is zoo's state dict, loaded into `model.zoo` (base_model_prefix)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A transformer-zoo encoder-decoder Transformer for `transformers` (trust_remote_code=True): AutoConfig and
-AutoModelForSeq2SeqLM, with `generate` for translation.
-
-Written by transformer-zoo's exporter; the model is zoo's Transformer (zoo_models_transformer.py, every lab switch
-of the core included). Learned and sinusoidal positions stop at max_len per side, as zoo's do. Decoding recomputes
-the decoder over the whole target each step (no KV cache)."""
+"""A transformer-zoo encoder-decoder Transformer for `transformers` (trust_remote_code=True), written by its exporter:
+zoo's Transformer (zoo_models_transformer.py, every lab switch included) as AutoModelForSeq2SeqLM. Learned and
+sinusoidal positions stop at max_len per side; decoding recomputes the whole target each step (no KV cache)."""
 
 from __future__ import annotations
 

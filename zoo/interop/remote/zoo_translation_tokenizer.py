@@ -1,12 +1,7 @@
-"""A transformer-zoo translation tokenizer with separate source and target vocabularies, for `transformers`
-(AutoTokenizer with trust_remote_code=True), used as transformers' own two-vocabulary tokenizers (Marian) are:
-`tokenizer(src_texts)` encodes sources, `tokenizer(text_target=tgt_texts)` encodes targets, and
-`decode`/`batch_decode` read target ids (what the model generates).
-
-Written by transformer-zoo's exporter; it needs transformers and tokenizers only. The two sides are the
-`tokenizers` files source_tokenizer.json and target_tokenizer.json, whose post-processors append EOS (zoo's source
-ends with it; for a target it makes the labels a seq2seq loss reads). Both vocabularies hold the special tokens at
-the same ids (pad 0, bos 1, eos 2, unk 3)."""
+"""A transformer-zoo translation tokenizer with separate source and target vocabularies (AutoTokenizer with
+trust_remote_code=True), used as Marian's is: `tokenizer(src)` encodes sources, `tokenizer(text_target=tgt)`
+targets, and `decode` reads target ids. The two sides are source_tokenizer.json and target_tokenizer.json, whose
+post-processors append EOS; both hold the special tokens at the same ids (pad 0, bos 1, eos 2, unk 3)."""
 
 from __future__ import annotations
 

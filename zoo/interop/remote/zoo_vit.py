@@ -1,8 +1,6 @@
-"""A transformer-zoo ViT for `transformers` (trust_remote_code=True): AutoConfig and
-AutoModelForImageClassification (AutoModel for a model without a head).
-
-Written by transformer-zoo's exporter; the model is zoo's ViT (zoo_models_vit.py, every lab switch of the core
-included, and its pooling options: the class token, or the mean of the patch tokens with or without one)."""
+"""A transformer-zoo ViT for `transformers` (trust_remote_code=True), written by its exporter: zoo's ViT
+(zoo_models_vit.py, every lab switch and pooling option included) as AutoModelForImageClassification (AutoModel
+without a head)."""
 
 from __future__ import annotations
 
