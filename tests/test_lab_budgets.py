@@ -21,8 +21,8 @@ from test_lab_plots import lm_configs
 from zoo.lab.decide.sweep import load_sweep
 from zoo.lab.questions.budgets import budgets, question_budgets, run_overrides
 from zoo.lab.questions.configs import QUESTIONS_DIR, question_names
-from zoo.lab.report.page import SUMMARY_BEGIN, SUMMARY_END
-from zoo.lab.report.publish import publish, run_line
+from zoo.lab.report.page import SUMMARY_BEGIN, SUMMARY_END, run_text
+from zoo.lab.report.publish import publish, run_facts
 from zoo.lab.report.report import DECISION_JSON, write_report
 
 # ---- the config ----------------------------------------------------------------------------------------------------
@@ -163,16 +163,17 @@ def test_the_report_of_a_budget_run_says_its_budget(tmp_path):
 
 
 def test_a_budget_run_is_a_full_run_of_that_budget_and_more_overrides_make_it_a_run_with_overrides(tmp_path):
-    line = run_line(load_sweep(budget_sweep(tmp_path / "short", "short")), "handmade")
+    line = run_text(run_facts(load_sweep(budget_sweep(tmp_path / "short", "short")), "handmade"))
     assert line.startswith("Full run at budget `short`, ") and "`python -m zoo.lab run handmade --budget short`" in line
-    line = run_line(load_sweep(budget_sweep(tmp_path / "mid", "mid")), "handmade")
+    line = run_text(run_facts(load_sweep(budget_sweep(tmp_path / "mid", "mid")), "handmade"))
     assert line.startswith("Full run at budget `mid` (the question's own), ")
     shorter = budget_sweep(tmp_path / "shorter", "short", extra=("trainer.max_steps=50",))
-    line = run_line(load_sweep(shorter), "handmade")
+    line = run_text(run_facts(load_sweep(shorter), "handmade"))
     assert line.startswith("Run with overrides (not the question's own budget or grid), from budget `short`, ")
     assert "`python -m zoo.lab run handmade --budget short trainer.max_steps=50`" in line
     own_shorter = budget_sweep(tmp_path / "mid_shorter", "mid", extra=("trainer.max_steps=50",))
-    line = run_line(load_sweep(own_shorter), "handmade")  # a shortened own budget is not that budget any more
+    # a shortened own budget is not that budget any more
+    line = run_text(run_facts(load_sweep(own_shorter), "handmade"))
     assert line.startswith("Run with overrides (not the question's own budget or grid), 20")
 
 

@@ -1,36 +1,14 @@
 """Count n-gram language models: the loss an arm of a language-model question must beat before its val loss says
-anything about the claim (a model at 3.3 nats per character on tiny shakespeare has learned the letter frequencies
-and nothing else).
+anything about the claim. Orders 1..n, fitted on the training split's tokens, scored in mean nats per token.
 
-The models: orders 1..n fitted on the LM data's training split (a token array), scored in mean nats per predicted
-token on its validation split.
+Order 1 alone is the maximum-likelihood unigram (discounted toward uniform only when a token never occurs). Orders 2
+and up are interpolated Kneser-Ney (Chen and Goodman 1999, section 3): p_k(w | h) = max(c(h w) - D_k, 0) / c(h) +
+D_k N1+(h .) / c(h) p_(k-1)(w | h'), D_k = n1 / (n1 + 2 n2), p_0 uniform; the lower levels count continuations.
+`method="absolute"` keeps raw counts at every level. k-grams are integers in base vocab_size (np.unique counts them,
+a sorted search looks them up); an order whose k-grams do not fit in 63 bits is refused.
 
-- Order 1 standing alone is the maximum-likelihood unigram of the training split (its loss is the cross-entropy of
-  the validation tokens under the training frequencies); only when some token of the vocabulary never occurs in
-  training is it discounted toward the uniform distribution, so that no token gets probability 0.
-- Orders 2 and up are **interpolated Kneser-Ney** (Kneser and Ney 1995; Chen and Goodman 1999, section 3): at each
-  level k, p_k(w | h) = max(c(h w) - D_k, 0) / c(h) + D_k N1+(h .) / c(h) p_(k-1)(w | h'), with h' the context
-  without its oldest token, one discount per level estimated as D_k = n1 / (n1 + 2 n2) (Ney, Essen and Kneser
-  1994), and p_0 uniform over the vocabulary, so every token has a finite loss. The highest level counts k-grams;
-  the lower levels count continuations (the number of distinct tokens seen before the k-gram), which is what makes
-  it Kneser-Ney. Why Kneser-Ney rather than plain interpolated absolute discounting: it is the smoothing Chen and
-  Goodman found best among the classic ones, and a reference an arm must beat should be the strongest cheap one.
-  `method="absolute"` keeps raw counts at every level (the reviewers' absolute discounting), for comparison.
-
-Counting is vectorised: the k-grams of a token array are integers in base vocab_size (np.unique counts them, a
-sorted search looks them up), so 1M characters take well under a second per order; no Python loop runs per token.
-An order whose k-grams do not fit in 63 bits (vocab_size**k) is refused.
-
-What is scored (`covered_windows`): exactly the windows the lab's `val/loss` covers, the validation loader's disjoint
-windows of `data.block_size` in the order its seed (`data.val_seed`) gives, cut at `trainer.limit_val_batches`
-batches of the per-device batch (one device, as the lab runs). Each window's tokens are predicted from the tokens
-of the same window only, as the Transformer sees them: the first target of a window has one token of context, so
-a 4-gram model uses its bigram level there. `score(..., windows=None)` scores the whole validation split as one
-stream instead (every token after the first, each with the preceding validation tokens as context).
-
-Not cached: orders 1..4 on tiny shakespeare's 1M training characters take about half a second of CPU (the token
-arrays themselves come from the data module's own cache).
-"""
+`covered_windows` gives exactly the windows the lab's `val/loss` covers; each window's tokens are predicted from the
+same window only, as the Transformer sees them. `score(..., windows=None)` scores the whole split as one stream."""
 
 from __future__ import annotations
 
@@ -46,13 +24,11 @@ _NAMES = {1: "unigram", 2: "bigram", 3: "trigram"}
 
 
 def order_name(order: int) -> str:
-    """1 -> 'unigram', 2 -> 'bigram', 3 -> 'trigram', n -> 'n-gram'."""
     return _NAMES.get(order, f"{order}-gram")
 
 
 def ngram_codes(tokens: np.ndarray, order: int, vocab_size: int) -> np.ndarray:
-    """The k-grams of `tokens` (k = order) as integers: entry i is tokens[i : i + k] read in base vocab_size, the
-    oldest token the most significant digit (so code // vocab_size is the k-gram's context)."""
+    """Entry i is tokens[i : i + order] read in base vocab_size, the oldest token the most significant digit."""
     check_fits(order, vocab_size)
     t = np.asarray(tokens, dtype=np.int64)
     n = len(t) - order + 1
@@ -70,15 +46,14 @@ def check_fits(order: int, vocab_size: int) -> None:
 
 
 def ney_discount(counts: np.ndarray) -> float:
-    """D = n1 / (n1 + 2 n2), n_r the number of k-grams seen exactly r times; 0.5 when there are none of either."""
+    """D = n1 / (n1 + 2 n2), n_r the number of k-grams seen exactly r times; 0.5 without either."""
     n1, n2 = int(np.sum(counts == 1)), int(np.sum(counts == 2))
     return n1 / (n1 + 2 * n2) if n1 and n2 else 0.5
 
 
 @dataclass(frozen=True)
 class Level:
-    """The counts of one order k: sorted k-gram codes with their counts, and per context (the k-gram's first k-1
-    tokens) the total count and the number of distinct tokens seen after it; the level's discount."""
+    """One order: sorted k-gram codes with their counts, per context its total and its distinct followers."""
 
     keys: np.ndarray
     counts: np.ndarray
@@ -103,11 +78,7 @@ class NgramModel:
 
 
 def fit(train: np.ndarray, order: int, vocab_size: int, method: str = DEFAULT_METHOD) -> NgramModel:
-    """An interpolated n-gram model of `order` fitted on the token array `train` (see the module docstring)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown n-gram method '{method}'; choose one of {', '.join(METHODS)}")
-    if order < 1:
-        raise ValueError(f"an n-gram order is at least 1, got {order}")
+    """An interpolated n-gram model of `order` fitted on the token array `train`."""
     check_fits(order, vocab_size)
     raw = {k: np.unique(ngram_codes(train, k, vocab_size), return_counts=True) for k in range(1, order + 1)}
     levels = []
@@ -125,7 +96,7 @@ def fit(train: np.ndarray, order: int, vocab_size: int, method: str = DEFAULT_ME
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """values[keys == query] for each query, 0 where the key is absent (keys sorted)."""
+    """values[keys == query] for each query, 0 where absent (keys sorted)."""
     if len(keys) == 0:
         return np.zeros(len(queries))
     at = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
@@ -133,8 +104,8 @@ def _lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray) -> np.nda
 
 
 def log_probs(model: NgramModel, tokens: np.ndarray, targets: np.ndarray, history: np.ndarray) -> np.ndarray:
-    """ln p(tokens[i] | the history[i] tokens before it) for each index i of `targets`; a level of order k is used
-    only where history >= k - 1 (shorter histories keep the lower order's probability)."""
+    """ln p(tokens[i] | the history[i] tokens before it) for each index i of `targets` (level k where history >=
+    k - 1)."""
     t = np.asarray(tokens, dtype=np.int64)
     targets, history = np.asarray(targets, dtype=np.int64), np.asarray(history, dtype=np.int64)
     v = model.vocab_size
@@ -155,9 +126,6 @@ def log_probs(model: NgramModel, tokens: np.ndarray, targets: np.ndarray, histor
     return np.log(p)
 
 
-# ---- what is scored ------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Windows:
     """Disjoint windows of `block_size` tokens starting at `starts`: inputs t[s : s + B], targets t[s+1 : s+B+1]."""
@@ -175,9 +143,8 @@ class Windows:
 
 
 def covered_windows(dataset, batch_size: int, limit_val_batches=None) -> Windows:
-    """The windows the lab's val loss covers: those of the validation dataset (zoo.data.windows.DisjointWindows, in
-    the order its seed gives) served in batches of `batch_size`, the first `limit_val_batches` batches (an int:
-    that many; a float up to 1.0: that fraction of the batches, Lightning's rule; None: all)."""
+    """The validation dataset's windows (zoo.data.windows.DisjointWindows) in batches of `batch_size`, cut at
+    `limit_val_batches` as Lightning cuts them (an int: batches; a float up to 1.0: a fraction; None: all)."""
     count, batches = len(dataset.starts), math.ceil(len(dataset.starts) / batch_size)
     if limit_val_batches is None:
         limit = batches
@@ -193,8 +160,7 @@ def covered_windows(dataset, batch_size: int, limit_val_batches=None) -> Windows
 
 
 def score(model: NgramModel, val: np.ndarray, windows: Windows | None = None) -> float:
-    """Mean nats per predicted token: over `windows`, or over the whole validation split (every token after the
-    first, with the validation tokens before it as context)."""
+    """Mean nats per predicted token over `windows`, or over the whole split as one stream."""
     if windows is None:
         targets = np.arange(1, len(val), dtype=np.int64)
         history = targets
@@ -205,15 +171,11 @@ def score(model: NgramModel, val: np.ndarray, windows: Windows | None = None) ->
 
 @dataclass(frozen=True)
 class Baselines:
-    """The n-gram losses of one dataset: order -> mean nats per predicted token, and what was scored."""
+    """The n-gram losses of one dataset: order -> mean nats per predicted token, and what was scored (in words)."""
 
     losses: dict[int, float]
     method: str
-    scored: str  # "the whole validation split (N tokens)" or the windows in words
-    predicted: int  # how many tokens were scored
-
-    def loss(self, order: int) -> float:
-        return self.losses[order]
+    scored: str
 
 
 def baselines(
@@ -227,16 +189,12 @@ def baselines(
     """Orders 1..`orders`, each fitted on `train` and scored on `val` (the windows, else the whole split)."""
     check_fits(orders, vocab_size)  # before fitting anything
     losses = {n: score(fit(train, n, vocab_size, method), val, windows) for n in range(1, orders + 1)}
-    if windows is None:
-        scored, predicted = f"the whole validation split ({len(val) - 1} predicted tokens)", len(val) - 1
-    else:
-        scored, predicted = windows.description, len(windows.starts) * windows.block_size
-    return Baselines(losses, method, scored, predicted)
+    scored = f"the whole validation split ({len(val) - 1} predicted tokens)" if windows is None else windows.description
+    return Baselines(losses, method, scored)
 
 
-def _main() -> (
-    None
-):  # python -m zoo.lab.decide.baselines: tiny shakespeare's numbers, whole split and the lab's windows
+def _main() -> None:
+    """python -m zoo.lab.decide.baselines: tiny shakespeare's numbers, whole split and the lab's windows."""
     import argparse
 
     from zoo.data import LanguageModelDataModule

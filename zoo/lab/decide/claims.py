@@ -1,54 +1,10 @@
 """A claim is a list of checks on measured points; each check's outcome is read from a confidence interval, and the
-question's verdict from its claim checks only.
+question's verdict from its claim checks only (the rule in words: docs/lab.md, "How it works").
 
-A point is one setting of the swept parameters (seeds aside); its value of a metric is one number per seed. A check
-compares points on one metric:
-
-    {name, metric, points: [selector, ...], expect, kind: claim, smallest_effect, factor, tolerance, threshold}
-
-- `selector`: {swept parameter: value, ...}; it must pick exactly one point (a subset of the parameters is enough).
-- `expect`: `less` / `greater` (first point vs second), `increasing` / `decreasing` (along the points, every
-  neighbour pair), `similar` (two points), `interior_min` / `interior_max` (the best point is neither end),
-  `above` / `below` (one point against a fixed `threshold`), `diff_in_diff` (four points a, b, c, d: the claim is
-  that a - b exceeds c - d, e.g. what post-LN loses without warm-up, a - b, against what pre-LN loses, c - d).
-- `metric_b`: for two-point checks, the second point's metric when it differs (the same point twice, two metrics).
-- `paper`: true when the check restates the cited paper's own claim (the summary of docs/lab.md reads these checks
-  for "agrees with the cited paper"); claim checks only.
-- `kind`: `claim` (the default) or `sanity`: an implementation check (a fold is exact, memory grows with n). Sanity
-  checks are listed apart, decided on every seed (all seeds must show it), and never count toward the verdict.
-- `smallest_effect`: the smallest effect worth reporting, in the metric's units; it defaults to the question's
-  `lab.smallest_effect[metric]`, else to a value per kind of metric (SMALLEST_EFFECT), else 0.
-
-How a claim check is decided (zoo/lab/decide/stats.py does the arithmetic):
-- Each comparison estimates an effect oriented so that a positive value is what the claim predicts, with its 95%
-  interval: a paired t interval over the seeds both points ran (the data order is shared through the seed), a Welch
-  interval when their seeds differ, a one-sample interval against a threshold. With `factor` the effect is the log
-  of the ratio of the two points and its boundary log(factor); otherwise the boundary is the smallest effect.
-- Accuracies on a fixed dev set (`val/acc`): a `less`/`greater` comparison of two points (each step of a trend or
-  interior check too) is tested example by example, McNemar's test pooled over the seeds (stats.mcnemar), when every
-  seed both points ran recorded which dev examples it got right, over the same examples (zoo/lab/probes/per_example.py),
-  and the seed-level paired t test too: an outcome needs both (its p is the larger of the two), since McNemar alone
-  conditions on the trained models and would let one badly trained seed decide. Otherwise the t test alone
-  decides, and the text says why McNemar could not. `similar` stays a TOST on the t interval.
-- Directional checks: **supported** when the effect is above the boundary (one-sided p < 0.025 after Holm's
-  correction, i.e. the interval clears it), **contradicted** when it is below it (the effect is reversed, or smaller
-  than worth reporting), **inconclusive** otherwise. `above`/`below` use the threshold itself as the boundary.
-- `similar`: TOST. The bound is the smallest effect, the one the question's directional checks on the metric use
-  (a sanity check may state a `tolerance` instead, relative to its first point); supported when the effect is inside
-  (-bound, +bound) by both one-sided tests, contradicted when it is outside on one side.
-- `diff_in_diff`: the effect (a - b) - (c - d) is computed seed by seed over the seeds all four points ran (each
-  seed's four runs share its data order, which cancels), and its one-sample t interval is read against the
-  smallest effect like any directional check. Non-finite values (a diverged run) leave it inconclusive.
-- Several comparisons in one check (trends, interior optima): supported when all are (the largest p), contradicted
-  when any is (the smallest p times their number).
-- Holm's correction runs over the question's declared claim checks, a check no test could decide counting with p = 1:
-  once over their tests of support, once over their tests of contradiction.
-- Inconclusive by construction: a timing measured while the machine was shared (its `<metric>/contended` flag, from
-  zoo/lab/measure/timing.py, set on any seed of a point the check compares: the reason names its spread and the limit),
-  a point with fewer than MIN_SEEDS seeds, a point not in the run, a job that left no
-  result (zoo/lab/report/report.py), a non-finite value (a run diverged). With `diverged: worst` (a metric where lower
-  is better) a point where any seed diverged counts as worse than every finite one, and never as similar to one.
-"""
+A check: {name, metric, points: [selector, ...], expect, kind: claim|sanity, smallest_effect, factor, tolerance,
+threshold, metric_b, paper, diverged, may_not_learn}; a selector ({swept parameter: value}) picks exactly one point.
+Each comparison estimates an effect oriented so that positive is what the claim predicts (zoo/lab/decide/stats.py),
+and Holm's correction runs over the question's whole family of claim checks (decide)."""
 
 from __future__ import annotations
 
@@ -59,18 +15,8 @@ from statistics import mean, stdev
 from ..measure.timing import CONTENDED, LIMIT, SPREAD
 from . import stats
 
-EXPECTATIONS = (
-    "less",
-    "greater",
-    "increasing",
-    "decreasing",
-    "similar",
-    "interior_min",
-    "interior_max",
-    "above",
-    "below",
-    "diff_in_diff",
-)
+EXPECTATIONS = ("less", "greater", "increasing", "decreasing", "similar", "interior_min", "interior_max")
+EXPECTATIONS += ("above", "below", "diff_in_diff")
 KINDS = ("claim", "sanity")
 OUTCOMES = ("supported", "contradicted", "inconclusive")
 VERDICTS = ("supported", "supported in part", "contradicted in part", "contradicted", "inconclusive")
@@ -104,14 +50,11 @@ class Stat:
         return f"{self.mean:.4g} ± {self.sd:.2g}" if math.isfinite(self.mean) else "non-finite"
 
 
-# The metrics that may carry a per-example record (zoo/lab/probes/per_example.py): a check on one of them says why it
-# fell back to the t test.
-PER_EXAMPLE_METRICS = ("val/acc",)
+PER_EXAMPLE_METRICS = ("val/acc",)  # a check on one of these says why it fell back to the t test
 
 
 class Seeds(dict):
-    """A point's values of a metric, {seed: value}, and the per-example records of those seeds ({seed: a
-    sweep.PerExample}; empty when none) for McNemar's test."""
+    """A point's values of a metric, {seed: value}, with the seeds' per-example records (McNemar's test)."""
 
     def __init__(self, values: dict, metric: str = "", per_example: dict | None = None) -> None:
         super().__init__(values)
@@ -126,8 +69,7 @@ class Step:
     text: str
     p_support: float | None = None
     p_contradict: float | None = None
-    # (estimate, low, high) of each effect the comparison measured, oriented as the claim predicts: the numbers the
-    # outcome-against-budget table shows (zoo/lab/report/publish.py); empty when no interval was computed
+    # (estimate, low, high) of each effect measured, oriented as the claim predicts (the outcome-against-budget table)
     effects: list[tuple[float, float, float]] = field(default_factory=list)
 
 
@@ -218,15 +160,11 @@ def select(points: dict[tuple, dict[str, str]], selector: dict, where: str) -> t
 
 
 def canonical_value(value) -> str:
-    """One spelling per value: a swept boolean may be written True or true, a selector's null is YAML's None.
-    The string "none" (attn_scale=none, qk_proj=none, positions=none) stays distinct from null."""
+    """One spelling per value (True/true, None/null); the string "none" stays distinct from null."""
     if isinstance(value, bool):
         return "true" if value else "false"
     text = "null" if value is None else str(value)
     return text.lower() if text.lower() in ("true", "false", "null") else text
-
-
-# ---- one comparison ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -241,7 +179,6 @@ class Rule:
 
 
 def rule_of(check: dict, lab: dict | None = None) -> Rule:
-    """What the check asks of each of its comparisons (the plots of paired differences draw the same boundaries)."""
     effect = smallest_effect(check, lab)
     tolerance = check.get("tolerance")
     return Rule(
@@ -256,7 +193,6 @@ def rule_of(check: dict, lab: dict | None = None) -> Rule:
 
 
 def equivalence_bound(rule: Rule, a: dict) -> float:
-    """The bound of a `similar` comparison whose first point is `a` ({seed: value})."""
     return rule.bound if rule.bound is not None else (rule.tolerance or 0.0) * abs(mean(a.values()))
 
 
@@ -270,8 +206,7 @@ def _seed_shortage(n: int) -> str:
 
 
 def _diverged_step(a: dict, b: dict | None, direction: str) -> Step | None:
-    """With `diverged: worst`: a point with a non-finite seed is worse than every finite one; None when neither
-    point diverged (the t test decides)."""
+    """With `diverged: worst`: a point with a non-finite seed is worse than every finite one (None: neither is)."""
     bad_a = not all(math.isfinite(v) for v in a.values())
     bad_b = b is not None and not all(math.isfinite(v) for v in b.values())
     if not (bad_a or bad_b):
@@ -280,18 +215,16 @@ def _diverged_step(a: dict, b: dict | None, direction: str) -> Step | None:
         return Step("both points diverged: nothing to compare")
     if direction == "similar":
         return Step("a diverged point is not similar to a finite one", 1.0, 0.0)
-    # "less": the claim is that a is the better (lower) one, so it holds exactly when b is the diverged point;
-    # a threshold counts as finite.
+    # "less": the claim is that a is the lower one, so it holds exactly when b diverged (a threshold is finite)
     claim_true = bad_b if direction == "less" else bad_a
     text = f"{'second' if bad_b else 'first'} point diverged (counted as worst)"
     return Step(text, 0.0, 1.0) if claim_true else Step(text, 1.0, 0.0)
 
 
-def _per_example_pairs(a: dict, b: dict) -> tuple[list | None, str]:
-    """Each paired seed's two correctness vectors over the same examples, for McNemar; (None, why not) when some
-    seed lacks them, (None, "") when the metric is not one that is recorded per example."""
-    metric = getattr(a, "metric", "")
-    if metric != getattr(b, "metric", "") or not (metric in PER_EXAMPLE_METRICS or getattr(a, "per_example", None)):
+def _per_example_pairs(a: Seeds, b: Seeds) -> tuple[list | None, str]:
+    """Each paired seed's two correctness vectors, for McNemar; (None, why not), or (None, "") for another metric."""
+    metric = a.metric
+    if metric != b.metric or not (metric in PER_EXAMPLE_METRICS or a.per_example):
         return None, ""
     if set(a) != set(b):
         return None, "the points ran different seeds"
@@ -314,7 +247,7 @@ def _per_example_pairs(a: dict, b: dict) -> tuple[list | None, str]:
 
 
 def _mcnemar_step(a: dict, b: dict, direction: str, rule: Rule, pairs: list) -> Step:
-    """McNemar's test of one comparison, pooled over the paired seeds, with the seed-level t interval beside it."""
+    """McNemar's test pooled over the paired seeds, with the seed-level t interval beside it: both must agree."""
     sign = 1 if direction == "less" else -1  # as _effect_step: positive is what the claim says
     pooled = stats.mcnemar(pairs)
     effect = pooled.oriented(sign)
@@ -332,17 +265,14 @@ def _mcnemar_step(a: dict, b: dict, direction: str, rule: Rule, pairs: list) -> 
         f"; and the seed-level {seed_level.method}: {seed_level.estimate:+.3g} [95% CI {t_low:+.3g}, {t_high:+.3g}], "
         f"{seed_level.n} seeds; both must agree"
     )
-    # McNemar conditions on the trained models: one seed that trained badly gives it thousands of discordant examples
-    # and a tiny p, while the seeds say the training is what varies. An outcome needs both tests (an intersection-union
-    # test: its p is the larger of the two), so neither the examples nor the seeds alone decide.
+    # McNemar conditions on the trained models (one badly trained seed would decide it): an intersection-union test
     p_support = max(effect.p_above(rule.boundary), seed_level.p_above(rule.boundary))
     p_contradict = max(effect.p_below(rule.boundary), seed_level.p_below(rule.boundary))
     return Step(text, p_support, p_contradict, [(effect.estimate, low, high)])
 
 
 def _effect_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
-    """The test of one comparison: McNemar's for accuracies recorded per example (see _per_example_pairs), else
-    the t test. a, b: {seed: value}; b a number for a threshold."""
+    """McNemar's test for accuracies recorded per example, else the t test; b a number for a threshold."""
     threshold = not isinstance(b, dict)
     fallback = ""
     if not threshold and rule.factor is None and direction in ("less", "greater"):
@@ -410,13 +340,11 @@ def _sanity_step(a: dict, b: dict | float, direction: str, rule: Rule) -> Step:
     return Step(f"{shown}: {'every' if ok else 'not every'} seed", 0.0 if ok else 1.0, 1.0 if ok else 0.0)
 
 
-# (a - b) - (c - d): the weights of the four points in a difference in differences
-DIFF_IN_DIFF = (1.0, -1.0, -1.0, 1.0)
+DIFF_IN_DIFF = (1.0, -1.0, -1.0, 1.0)  # (a - b) - (c - d)
 
 
 def _diff_in_diff_step(values: list[dict], rule: Rule, sanity: bool = False) -> Step:
-    """Is a - b larger than c - d? Each seed's own difference in differences, then their interval (a claim) or
-    every seed (a sanity check)."""
+    """Is a - b larger than c - d? Per seed, then their interval (a claim) or every seed (a sanity check)."""
     means = [mean(v.values()) if all(math.isfinite(x) for x in v.values()) else math.nan for v in values]
     shown = f"({_shown(values[0])} - {_shown(values[1])}) - ({_shown(values[2])} - {_shown(values[3])})"
     if not all(math.isfinite(m) for m in means):
@@ -442,16 +370,6 @@ def _diff_in_diff_step(values: list[dict], rule: Rule, sanity: bool = False) -> 
     return Step(text, effect.p_above(rule.boundary), effect.p_below(rule.boundary), measured)
 
 
-# ---- a check ----------------------------------------------------------------------------------------------------
-
-
-def _combine(steps: list[Step]) -> tuple[float | None, float | None]:
-    """All comparisons must hold for support (the largest p); any one contradicts (the smallest p, Bonferroni)."""
-    if any(s.p_support is None for s in steps):
-        return None, None
-    return max(s.p_support for s in steps), min(1.0, len(steps) * min(s.p_contradict for s in steps))
-
-
 def evaluate(
     check: dict,
     samples: dict[tuple, dict[str, dict[str, float]]],
@@ -461,15 +379,12 @@ def evaluate(
     per_example: dict | None = None,
 ) -> CheckResult:
     """The check's comparisons and their p-values before Holm's correction (decide() turns them into outcomes).
-    samples: point -> metric -> {seed: value}; per_example: point -> metric -> {seed: sweep.PerExample}, the
-    records McNemar's test needs (None: none)."""
+    samples: point -> metric -> {seed: value}; per_example: point -> metric -> {seed: sweep.PerExample}."""
     check_config(check, index)
     name, kind = check.get("name", f"check {index}"), check.get("kind", "claim")
     metric, expect = check["metric"], check["expect"]
     keys = [select(points, sel, f"lab.checks[{index}] ('{name}')") for sel in check["points"]]
-    metrics = [metric] * len(keys)
-    if check.get("metric_b") and len(keys) == 2:
-        metrics[1] = check["metric_b"]
+    metrics = [metric, check.get("metric_b") or metric] if len(keys) == 2 else [metric] * len(keys)
     values = [samples.get(k, {}).get(m) if k is not None else None for k, m in zip(keys, metrics)]
     records = [(per_example or {}).get(k, {}).get(m) for k, m in zip(keys, metrics)]
     values = [Seeds(v, m, r) if v else v for v, m, r in zip(values, metrics, records)]
@@ -484,22 +399,25 @@ def evaluate(
     rule = rule_of(check, lab)
     step = _sanity_step if kind == "sanity" else _claim_step
 
-    if expect in ("above", "below"):
-        steps = [step(values[0], float(check["threshold"]), "greater" if expect == "above" else "less", rule)]
-        summary = steps[0].text
-    elif expect in ("less", "greater", "similar"):
-        steps = [step(values[0], values[1], expect, rule)]
-        summary = steps[0].text
-    elif expect == "diff_in_diff":
-        steps = [_diff_in_diff_step(values, rule, sanity=kind == "sanity")]
-        summary = steps[0].text
-    elif expect in ("increasing", "decreasing"):
+    if expect in ("increasing", "decreasing"):
         direction = "less" if expect == "increasing" else "greater"
         steps = [step(a, b, direction, rule) for a, b in zip(values, values[1:])]
         summary = f"{len(steps)} steps {expect}, each tested"
-    else:
+    elif expect.startswith("interior"):
         steps, summary = _interior(values, expect, step, rule)
-    p_support, p_contradict = _combine(steps) if steps else (None, None)
+    else:
+        if expect in ("above", "below"):
+            steps = [step(values[0], float(check["threshold"]), "greater" if expect == "above" else "less", rule)]
+        elif expect == "diff_in_diff":
+            steps = [_diff_in_diff_step(values, rule, sanity=kind == "sanity")]
+        else:
+            steps = [step(values[0], values[1], expect, rule)]
+        summary = steps[0].text
+    # all comparisons must hold for support (the largest p); any one contradicts (the smallest p, Bonferroni)
+    p_support = p_contradict = None
+    if all(s.p_support is not None for s in steps):
+        p_support = max(s.p_support for s in steps)
+        p_contradict = min(1.0, len(steps) * min(s.p_contradict for s in steps))
     effects = [e for s in steps for e in s.effects]
     unit = "log ratio" if check.get("factor") is not None and expect not in ("above", "below") else ""
     result = CheckResult(
@@ -512,8 +430,7 @@ def evaluate(
 
 
 def _contended(samples: dict, keys: list, metrics: list[str]) -> str | None:
-    """Why a timing decides nothing: the largest spread among the flagged seeds of the compared points; None when
-    no seed's timing was contended (or the metric is not a timing)."""
+    """Why a timing decides nothing (the largest flagged spread); None when no compared seed was contended."""
     flagged = []
     for key, metric in dict.fromkeys(zip(keys, metrics)):
         point = samples.get(key, {})
@@ -528,8 +445,8 @@ def _contended(samples: dict, keys: list, metrics: list[str]) -> str | None:
 
 
 def _interior(values: list[dict], expect: str, step, rule: Rule) -> tuple[list[Step], str]:
-    """interior_min / interior_max: the best point (by its mean) is inside and better than both ends; when the best
-    is an end, the claim is contradicted if that end is better than every inside point."""
+    """The best point (by its mean) is inside and better than both ends; an end that beats every inside point
+    contradicts it."""
     if not all(math.isfinite(v) for point in values for v in point.values()):
         return [Step("inconclusive: a non-finite value (a run diverged)")], "a run diverged"
     sign = 1 if expect == "interior_min" else -1
@@ -540,25 +457,19 @@ def _interior(values: list[dict], expect: str, step, rule: Rule) -> tuple[list[S
     if best not in (0, last):
         steps = [step(values[best], values[end], direction, rule) for end in (0, last)]
         return steps, f"best is point #{best + 1} ({_shown(values[best])}); tested against both ends"
-    # The best mean is an end: support is out of reach, and the end beating every inside point contradicts it.
     beaten = [step(values[best], values[i], direction, rule) for i in range(1, last)]
     if any(s.p_support is None for s in beaten):
         return beaten, f"the best point is an end (#{best + 1})"
     reversed_steps = [Step(s.text, s.p_contradict, s.p_support) for s in beaten]
     p_contradict = max(s.p_contradict for s in reversed_steps)  # the end must beat all of them
     text = f"the best point is an end (#{best + 1}), tested against each inside point"
-    # each effect measured the end beating an inside point; negated, positive is again what the claim predicts
     flipped = Step(text, 1.0, p_contradict, [(-e, -high, -low) for s in beaten for e, low, high in s.effects])
     return [flipped], flipped.text + ": " + "; ".join(s.text for s in beaten)
 
 
-# ---- a question -------------------------------------------------------------------------------------------------
-
-
 def decide(results: list[CheckResult], alpha: float = stats.ALPHA) -> list[CheckResult]:
-    """Outcomes of the claim checks after Holm's correction over the question's whole declared family of claim checks:
-    one that no test could decide (a point that did not learn, a contended timing) counts in it with p = 1, so the
-    family does not shrink with the data. Sanity checks stay as they are."""
+    """Outcomes of the claim checks after Holm's correction over the whole declared family: a check no test could
+    decide counts with p = 1, so the family does not shrink with the data. Sanity checks stay as they are."""
     family = sum(r.kind == "claim" for r in results)
     tested = [i for i, r in enumerate(results) if r.kind == "claim" and r.p_support is not None]
     untested = [1.0] * (family - len(tested))
@@ -574,7 +485,6 @@ def decide(results: list[CheckResult], alpha: float = stats.ALPHA) -> list[Check
 
 
 def verdict(results: list[CheckResult]) -> str:
-    """The question's verdict from its claim checks only."""
     claims = [r.outcome for r in results if r.kind == "claim"]
     supported, contradicted = claims.count("supported"), claims.count("contradicted")
     if not claims or supported == contradicted == 0:

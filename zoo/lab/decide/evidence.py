@@ -1,13 +1,7 @@
-"""The numbers the lab's plots draw, apart from the drawing (zoo/lab/report/plots.py) so that tests can check them: each
-arm's seeds with their mean and its 95% t-interval; and for each claim check that compares two arms on the same
-seeds, the per-seed differences a - b with their mean, the 95% paired interval and the band the check tests; for a
-difference-in-differences check (`expect: diff_in_diff`, four points) the per-seed (a - b) - (c - d) over the seeds
-all four points ran, with the interval the check was decided on and its smallest effect.
-
-Intervals come from zoo/lab/decide/stats.py and the check's boundaries from zoo/lab/decide/claims.py, so a plot shows
-what the verdict was decided on. A check whose two arms ran different seeds is compared by a Welch interval, and has no
-per-seed differences to draw: it gets no panel.
-"""
+"""The numbers the lab's plots draw, apart from the drawing (zoo/lab/report/plots.py) so that tests can check them:
+each arm's seeds with the 95% t-interval of their mean, and each paired claim check's per-seed differences with the
+interval it was decided on and the band it tests (claims.rule_of). A check whose arms ran different seeds gets no
+panel: it was compared by a Welch interval."""
 
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ CLAIMED = {
 
 @dataclass(frozen=True)
 class ArmSummary:
-    """One arm (point) on one metric: its per-seed values, their mean and the mean's 95% t-interval (None with one
-    seed, or when a seed is not finite: no spread to speak of)."""
+    """One arm's per-seed values, their mean and its 95% t-interval (None with one seed or a non-finite one)."""
 
     values: list[float]
     mean: float
@@ -49,10 +42,8 @@ def arm_summary(values) -> ArmSummary:
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """A two-arm claim check, seed by seed: `differences[i]` is a - b on `seeds[i]` (of log a - log b for a check
-    with a `factor`); `interval` is the 95% paired t-interval of their mean (None, with `note`, when there is none);
-    `band` the half-width of the band the check tests against (its smallest effect, log factor or equivalence bound;
-    None when it has none)."""
+    """A paired claim check seed by seed: `differences[i]` is a - b on `seeds[i]` (log a - log b with a `factor`;
+    (a - b) - (c - d) for a difference in differences, whose `band` is then a one-sided line, not a band around 0)."""
 
     check: str
     a: str
@@ -61,19 +52,13 @@ class PairedDifference:
     seeds: list[str]
     differences: list[float]
     mean: float | None
-    interval: tuple[float, float] | None
+    interval: tuple[float, float] | None  # None, with `note`, when there is none
     band: float | None
     band_label: str
     claimed: str
     note: str = ""
-    # a difference in differences: its other two points (the differences are then (a - b) - (c - d), and `band` is
-    # the one-sided line the effect must clear, not a band around zero)
     c: str = ""
     d: str = ""
-
-
-def _point_label(sweep: Sweep, key: tuple, metric: str, other_metric: str) -> str:
-    return sweep.label(key) + (f" [{metric}]" if metric != other_metric else "")
 
 
 def _band(check: dict, lab: dict, a: dict[str, float]) -> tuple[float | None, str]:
@@ -90,23 +75,22 @@ def _band(check: dict, lab: dict, a: dict[str, float]) -> tuple[float | None, st
 
 
 def paired_difference(sweep: Sweep, check: dict, index: int) -> PairedDifference | None:
-    """The check's per-seed differences; None when it is not a two-arm claim check, a point is not in the run, or
-    the two arms do not share their seeds (then they are not paired)."""
-    if check.get("kind", "claim") == "claim" and check.get("expect") == "diff_in_diff":
-        return diff_in_diff(sweep, check, index)
-    if check.get("kind", "claim") != "claim" or check.get("expect") not in TWO_ARMS:
+    """The check's per-seed differences; None when it is not a paired claim check or a point is not in the run."""
+    if check.get("kind", "claim") != "claim" or check.get("expect") not in (*TWO_ARMS, "diff_in_diff"):
         return None
     name = check.get("name", f"check {index}")
     keys = [select(sweep.points, s, f"lab.checks[{index}] ('{name}')") for s in check["points"]]
-    metrics = [check["metric"], check.get("metric_b") or check["metric"]]
     if None in keys:
         return None
+    if check["expect"] == "diff_in_diff":
+        return _diff_in_diff(sweep, check, name, keys)
+    metrics = [check["metric"], check.get("metric_b") or check["metric"]]
     samples = sweep.samples(metrics)
     a, b = (samples.get(k, {}).get(m) for k, m in zip(keys, metrics))
     if not a or not b or set(a) != set(b):
         return None
     seeds = sorted(a)  # the order stats.compare pairs them in
-    labels = _point_label(sweep, keys[0], metrics[0], metrics[1]), _point_label(sweep, keys[1], metrics[1], metrics[0])
+    labels = [sweep.label(k) + (f" [{m}]" if m != o else "") for k, m, o in zip(keys, metrics, metrics[::-1])]
     unit = f"a - b, {describe(metrics[0], sweep.lab)}"
     note = ""
     if check.get("factor") is not None:  # the check tests the log ratio: show the same scale
@@ -125,19 +109,13 @@ def paired_difference(sweep: Sweep, check: dict, index: int) -> PairedDifference
     elif not note:
         effect = stats.paired([b[s] for s in seeds], [a[s] for s in seeds])  # paired(x, y) is y - x: here a - b
         mean, interval = effect.estimate, effect.interval()
-    return PairedDifference(
-        name, *labels, unit, seeds, differences, mean, interval, band, band_label, CLAIMED[check["expect"]], note
-    )
+    claimed = CLAIMED[check["expect"]]
+    return PairedDifference(name, *labels, unit, seeds, differences, mean, interval, band, band_label, claimed, note)
 
 
-def diff_in_diff(sweep: Sweep, check: dict, index: int) -> PairedDifference | None:
-    """A `diff_in_diff` check seed by seed: (a - b) - (c - d) on each seed all four points ran, their mean and the
-    one-sample t-interval the check is decided on (stats.paired_contrast); None when a point is not in the run or
-    fewer than two seeds ran all four."""
-    name = check.get("name", f"check {index}")
-    keys = [select(sweep.points, s, f"lab.checks[{index}] ('{name}')") for s in check["points"]]
-    if None in keys:
-        return None
+def _diff_in_diff(sweep: Sweep, check: dict, name: str, keys: list) -> PairedDifference | None:
+    """(a - b) - (c - d) on each seed all four points ran, with the interval the check is decided on; None with
+    fewer than two such seeds."""
     samples = sweep.samples([check["metric"]])
     values = [samples.get(k, {}).get(check["metric"]) for k in keys]
     if not all(values):
@@ -157,28 +135,15 @@ def diff_in_diff(sweep: Sweep, check: dict, index: int) -> PairedDifference | No
     else:
         effect = stats.paired_contrast(values, list(DIFF_IN_DIFF))
         mean, interval = effect.estimate, effect.interval()
+    claimed = CLAIMED["diff_in_diff"]
     return PairedDifference(
-        name,
-        labels[0],
-        labels[1],
-        unit,
-        seeds,
-        differences,
-        mean,
-        interval,
-        band,
-        band_label,
-        CLAIMED["diff_in_diff"],
-        note,
-        labels[2],
-        labels[3],
+        name, *labels[:2], unit, seeds, differences, mean, interval, band, band_label, claimed, note, *labels[2:]
     )
 
 
 def paired_differences(sweep: Sweep, grid: Sweep | None = None) -> list[PairedDifference]:
-    """Every two-arm (or difference-in-differences) claim check of the question with paired seeds, in the order of
-    the checks. For a question that tunes a parameter per arm (zoo/lab/decide/tuning.py) `sweep` holds each arm's chosen
-    point and `grid` every point: a check read on the whole grid (`grid: true`) is drawn from it."""
+    """Every paired claim check of the question, in order; a check read on the whole grid of a tuned question
+    (`grid: true`, zoo/lab/decide/tuning.py) is drawn from `grid`."""
     checks = sweep.lab.get("checks", [])
     found = (paired_difference(grid if grid and c.get("grid") is True else sweep, c, i) for i, c in enumerate(checks))
     return [d for d in found if d is not None]

@@ -1,11 +1,6 @@
-"""Metric names in words for the report's tables and plots: `probe/attn/logit_var/mean@init` reads "variance of the
-attention logits at init (mean over layers)".
-
-A question names its own metrics in its config (`lab.metric_names: {raw key: words}`); what it does not name is read
-here: an exact name (NAMES), else the probe families (`probe/<quantity>/<layer or mean>[@init|@last]`, QUANTITIES),
-else the raw key itself. Tables show the words with the raw key once in parentheses; plots label their axes with the
-words.
-"""
+"""Metric names in words for the report's tables and plots (`probe/attn/logit_var/mean@init` reads "variance of the
+attention logits at init (mean over layers)"): the question's `lab.metric_names`, else an exact name (NAMES), else a
+probe family (`probe/<quantity>/<layer or mean>[@init|@last]`, QUANTITIES), else the raw key."""
 
 from __future__ import annotations
 
@@ -36,14 +31,12 @@ NAMES = {
     "lab/decode_ms_last": "decoding time of the last token in ms",
     "lab/decode_growth": "decoding time, last token over first",
     "lab/decode_tokens_per_sec": "decoded tokens per second",
-    "lab/train_tokens_per_sec": "training tokens per second",
     "lab/train_over_decode": "training throughput over decoding throughput",
-    "probe/cost/step_ms": "median training step time in ms",
-    "probe/cost/saved_mb": "activation memory of a training step in MiB",
-    "probe/cost/cuda_peak_mb": "CUDA peak memory in MiB",
     "probe/grad/first_over_last": "first block's gradient norm over the last block's",
     "probe/grad/total": "total gradient norm",
 }
+NAMES["lab/train_tokens_per_sec"] = NAMES["lab/tokens_per_sec"]
+NAMES |= {f"probe/cost/{k}": NAMES[f"lab/{k}"] for k in ("step_ms", "saved_mb", "cuda_peak_mb")}
 
 # probe/<quantity>/<layer or group>: what the quantity is.
 QUANTITIES = {

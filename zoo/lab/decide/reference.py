@@ -1,32 +1,12 @@
-"""Reference lines of a lab question: what an arm must beat before its numbers say anything about the claim.
+"""Reference lines of a lab question (`lab.reference`): what an arm must beat before its numbers say anything.
 
-A question states its reference in its config, `lab.reference`:
+    {kind: ngram, metric: val/loss, learned_below: 3, orders: 4, method: kneser_ney|absolute}   # baselines.py
+    {kind: chance, metric: val/acc, num_classes, margin, recipe, recipe_label}                 # 1 / num_classes
+    {kind: tagger, metric: val/acc, orders: 6}                                                   # tag_baselines.py
+    {kind: value, metric: val/bleu, value: 1.0, label: "...", better: higher}                  # a fixed number
 
-    reference: {kind: ngram, metric: val/loss, learned_below: 3}    # character LMs (lab/common/char_lm.yaml)
-    reference: {kind: chance, metric: val/acc}                      # classifiers: 1 / num_classes
-    reference: {kind: value, metric: val/bleu, value: 1.0, label: "...", better: higher}   # any fixed number
-    reference: {kind: tagger, metric: val/acc, orders: 6}            # character tagging (lab/direction.yaml)
-
-- `ngram`: count n-gram models of orders 1..`orders` (default 4) fitted on the data's training split and scored on
-  the windows the val loss covers (zoo/lab/decide/baselines.py), with the data and budget of the jobs themselves (their
-  config_resolved.yaml); `learned_below` is the order an arm must beat (3: the trigram); `method` kneser_ney
-  (default) or absolute.
-- `chance`: 1 / `num_classes` (else the model's `num_classes` / `num_labels` in the jobs' config), or `value`;
-  `margin` raises the bar above chance (an arm a hair above chance has not learned the task either), and `recipe`
-  shows the tuned recipe's figure beside it (a line to read against, not a bar: an arm of a sweep cut to fit the
-  lab's budget is not expected to reach it).
-- `tagger`: for character tagging (zoo/data/char_tagging.py), the majority class and count taggers over the last
-  1..`orders` (default 4) characters (zoo/lab/decide/tag_baselines.py), fitted on the training split and scored on the
-  tagged characters `val/acc` covers; the bar is the majority class (what always answering the commoner tag scores).
-- `value`: a number from the config, for metrics without a cheap baseline (translation BLEU); `better` says which
-  way is better (default: lower for a loss, higher for accuracy and BLEU).
-
-An arm (a point of the sweep) whose mean of the reference's metric does not beat it **did not learn**: the table
-says so, and every claim check on that arm is inconclusive, whatever its metric, except the metrics matched by
-`exempt` (shell-style patterns, default `*@init`: what a probe read before the first step does not depend on what
-the arm learned later). A diverged arm (a non-finite mean) is left to the checks' own rule for divergence. Sanity
-checks are never affected.
-"""
+An arm whose mean does not beat the bar **did not learn**: its claim checks are inconclusive, except on the metrics
+matched by `exempt` (default `*@init`). The lines are computed from the jobs' own data and validation budget."""
 
 from __future__ import annotations
 
@@ -60,8 +40,7 @@ class Reference:
     exempt: tuple[str, ...] = DEFAULT_EXEMPT  # metrics whose checks an arm's learning does not touch
 
     def shortfall(self, mean: float) -> str | None:
-        """'did not learn (loss 3.33 ≥ trigram 2.02)' when `mean` does not beat the bar; None when it does (or is
-        not finite: a diverged arm is left to the checks' own rule)."""
+        """'did not learn (loss 3.33 ≥ trigram 2.02)', or None when `mean` beats the bar (or is not finite)."""
         if not math.isfinite(mean):
             return None
         label, value = self.bar
@@ -72,7 +51,7 @@ class Reference:
         return f"did not learn ({word} {mean:.4g} {sign} {label} {value:.4g})"
 
     def bar_name(self) -> str:
-        """'chance', 'chance + 0.5' or 'the trigram': the bar as a sentence names it."""
+        """'chance', 'chance + 0.5' or 'the trigram'."""
         label = self.bar[0].removesuffix(" =")  # "chance + 0.5 =" reads "chance + 0.5 = 0.6" beside its value
         return label if label.startswith("chance") else f"the {label}"
 
@@ -82,7 +61,7 @@ class Reference:
         return f"{self.metric} {'≥' if self.lower_is_better else '≤'} {label} {value:.4g}"
 
     def line(self) -> str:
-        """The reference under the table's heading: the values first, then what they are."""
+        """The reference under the table's heading."""
         values = ", ".join(f"{label} {value:.4g}" for label, value in self.lines)
         rule = f"An arm whose mean {self.metric} does not beat {self.bar_name()} did not learn"
         rule += f" more than a {self.bar[0]} table" if self.bar[0].endswith("gram") else ""
@@ -129,7 +108,7 @@ def _exempt(ref: dict) -> tuple[str, ...]:
 
 
 def exempt(check: dict, ref: dict) -> bool:
-    """Is the check's metric (and its second metric) one that an arm's learning does not touch?"""
+    """Is every metric of the check one that an arm's learning does not touch?"""
     patterns = _exempt(ref)
     metrics = [m for m in (check.get("metric"), check.get("metric_b")) if m]
     return bool(metrics) and all(any(fnmatch(m, p) for p in patterns) for m in metrics)
@@ -223,8 +202,7 @@ def _ngram(ref: dict, config: dict) -> Reference:
 
 
 def _built_data(config: dict, base: type, what: str):
-    """The jobs' DataModule, built from their config (never downloading) with its splits read, and the data config;
-    UnavailableError when it is not a `base` or cannot be read."""
+    """The jobs' DataModule (a `base`), built from their config without downloading, and the data config."""
     from hydra.utils import get_class
 
     data_cfg = dict(config.get("data") or {})
@@ -294,9 +272,7 @@ def data_identity(config: dict) -> str:
 
 
 def for_sweep(sweep) -> tuple[dict[tuple, Reference], list[str]]:
-    """The reference of each point of the sweep (computed from its first job's config, once per distinct data and
-    validation budget) and the lines the report shows under its table's heading. Nothing when the question has no
-    reference or no job measured its metric."""
+    """The reference of each point (once per distinct data and validation budget) and the report's lines."""
     from omegaconf import DictConfig, OmegaConf
 
     from .sweep import read_yaml

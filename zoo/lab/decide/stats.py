@@ -1,19 +1,8 @@
-"""The statistics behind the lab's checks: an effect with its 95% confidence interval, one-sided t tests against
-a boundary, TOST for equivalence, and Holm's step-down correction.
+"""The statistics behind the lab's checks: an effect with its 95% confidence interval, one-sided tests against a
+boundary, TOST for equivalence, McNemar's score test for accuracies on the same examples, and Holm's correction.
 
-Most tests here are t tests on a handful of seeds: the seeds of one arm are independent runs, and two arms that
-ran the same seeds share their data order (`data.seed`), so their per-seed differences are paired. Nothing here
-knows about sweeps or configs (zoo/lab/decide/claims.py turns checks into these calls).
-
-Conventions: an `Effect` is the estimate of `b - a` (or of `a - threshold`), oriented by the caller so that a
-positive value is the direction the claim predicts. One-sided p-values answer "how surprising is this estimate if
-the true effect were at (or beyond) the boundary on the other side".
-
-Accuracies on a fixed dev set are also compared example by example (McNemar's test, `mcnemar` below) when both
-arms recorded which dev examples they got right (zoo/lab/probes/per_example.py): the examples one arm gets right and the
-other wrong carry the whole difference, and there are hundreds of them per seed instead of one number. Checked
-against known cases in tests/test_lab_stats.py and tests/test_lab_mcnemar.py.
-"""
+An `Effect` estimates `b - a` (or `a - threshold`), oriented by the caller so that positive is what the claim
+predicts; two arms that ran the same seeds share their data order, so their per-seed differences are paired."""
 
 from __future__ import annotations
 
@@ -29,16 +18,6 @@ ALPHA = 0.025  # each one-sided test: a claim is supported when its 95% interval
 MIN_SEEDS = 5  # fewer seeds per point decide nothing: the spread itself is too uncertain
 
 
-def t_quantile(probability: float, df: float) -> float:
-    """The `probability` quantile of Student's t with `df` degrees of freedom (df may be fractional: Welch)."""
-    return float(_scipy.t.ppf(probability, df))
-
-
-def t_upper_tail(t: float, df: float) -> float:
-    """P(T >= t) for Student's t with `df` degrees of freedom."""
-    return float(_scipy.t.sf(t, df))
-
-
 @dataclass(frozen=True)
 class Effect:
     """An estimated effect, its standard error and the t distribution that describes its error."""
@@ -52,7 +31,7 @@ class Effect:
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
         if self.se == 0.0:  # every seed gave the same number: the estimate is exact as far as the runs can tell
             return self.estimate, self.estimate
-        half = t_quantile(0.5 + confidence / 2, self.df) * self.se
+        half = float(_scipy.t.ppf(0.5 + confidence / 2, self.df)) * self.se
         return self.estimate - half, self.estimate + half
 
     def p_above(self, boundary: float) -> float:
@@ -66,35 +45,30 @@ class Effect:
     def _tail(self, distance: float) -> float:
         if self.se == 0.0:  # no spread: an exact difference is either beyond the boundary or not
             return 0.0 if distance > 0 else 1.0
-        return t_upper_tail(distance / self.se, self.df)
+        return float(_scipy.t.sf(distance / self.se, self.df))
 
     def tost(self, bound: float) -> float:
         """p-value of equivalence within (-bound, +bound): the larger of the two one-sided tests (both must reject)."""
         return max(self.p_above(-bound), self.p_below(bound))
 
     def oriented(self, sign: float) -> Effect:
-        """The same effect measured the other way round (sign -1), or unchanged (sign +1)."""
         return Effect(sign * self.estimate, self.se, self.df, self.n, self.method)
 
 
-def _sample(values) -> np.ndarray:
-    array = np.asarray(list(values), dtype=float)
-    if array.ndim != 1 or len(array) < 2:
-        raise ValueError(f"a t interval needs at least 2 values, got {len(array)}")
-    return array
+def _array(values) -> np.ndarray:
+    return np.asarray(list(values), dtype=float)
 
 
 def paired(a, b) -> Effect:
-    """mean(b - a) over seeds that both arms ran: the shared data order cancels out of each difference."""
-    diff = _sample(b) - _sample(a)
+    """mean(b - a) over seeds that both arms ran."""
+    diff = _array(b) - _array(a)
     n = len(diff)
     return Effect(float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(n)), n - 1, n, "paired t")
 
 
 def welch(a, b) -> Effect:
-    """mean(b) - mean(a) for arms of unequal or unmatched seeds, without assuming equal variances
-    (Welch-Satterthwaite degrees of freedom)."""
-    a, b = _sample(a), _sample(b)
+    """mean(b) - mean(a) for arms of unmatched seeds (Welch-Satterthwaite degrees of freedom)."""
+    a, b = _array(a), _array(b)
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     se = math.sqrt(va + vb)
     # With both variances 0 the df formula is 0/0; any df will do since se = 0 makes every test exact.
@@ -103,8 +77,8 @@ def welch(a, b) -> Effect:
 
 
 def one_sample(a, reference: float) -> Effect:
-    """mean(a) - reference: one arm against a fixed number (a threshold of the claim)."""
-    a = _sample(a)
+    """mean(a) - reference: one arm against a fixed number."""
+    a = _array(a)
     n = len(a)
     return Effect(float(a.mean() - reference), float(a.std(ddof=1) / math.sqrt(n)), n - 1, n, "one-sample t")
 
@@ -118,18 +92,12 @@ def compare(a: dict, b: dict) -> Effect:
 
 
 def paired_contrast(points: list[dict], weights: list[float]) -> Effect:
-    """sum(weight_i x point_i), computed seed by seed over the seeds every point ran, then a one-sample t interval
-    of those per-seed contrasts: e.g. a difference in differences, (a - b) - (c - d), with weights (1, -1, -1, 1).
-    Each seed's contrast cancels what the four runs of that seed share (its data order)."""
-    if len(points) != len(weights):
-        raise ValueError(f"a contrast needs one weight per point, got {len(weights)} weights for {len(points)} points")
+    """sum(weight_i x point_i) seed by seed over the seeds every point ran, then their one-sample t interval: e.g. a
+    difference in differences, (a - b) - (c - d), with weights (1, -1, -1, 1)."""
     seeds = sorted(set.intersection(*(set(p) for p in points)))
     per_seed = [sum(w * p[s] for w, p in zip(weights, points)) for s in seeds]
     effect = one_sample(per_seed, 0.0)
     return Effect(effect.estimate, effect.se, effect.df, effect.n, "paired contrast t")
-
-
-# ---- accuracies on the same examples: McNemar ------------------------------------------------------------------
 
 
 def _null_discordance(b: int, c: int, n: int, delta: float) -> float:
@@ -143,40 +111,26 @@ def _null_discordance(b: int, c: int, n: int, delta: float) -> float:
 
 @dataclass(frozen=True)
 class McNemar(Effect):
-    """The difference in accuracy (c - b) / n between two arms that classified the same n examples (pooled over
-    seeds): b examples only the first arm got right, c only the second. The other fields are those of `Effect`
-    (se: the plain estimate's, shown; df: inf).
+    """The difference in accuracy (c - b) / n between two arms that classified the same n examples, pooled over seeds:
+    b examples only the first arm got right, c only the second (se: the plain estimate's, shown; df: inf).
 
-    The tests are score tests (Tango 1998), not the exact binomial test on the b + c discordant pairs: that one
-    tests only a difference of zero, and a check tests against its smallest effect, where the discordance is a
-    nuisance it cannot condition away. At a boundary of zero the score statistic is McNemar's (c - b) / sqrt(b + c),
-    the uncorrected chi-square's root; the lab pools hundreds of discordant pairs over 5 seeds, where its normal
-    tail is close to the exact one (b = 0, c = 10: 0.0016 two-sided against the exact 0.0020). Unlike the Wald
-    interval it does not shrink to nothing when one arm is never the only one right. The interval inverts the
-    same tests, so it clears a boundary exactly when the test at that boundary rejects.
-
-    Pooling sums the counts of every seed's pair of models as if one multinomial had drawn them; the seeds' models
-    differ, and that makes the pooled variance an overestimate of the true one (its between-seed part is a sum of
-    squared differences from the mean), so the tests err on the safe side. What they condition on: the trained
-    models. They answer "do these models differ on examples like the dev set's", not "would retraining with new
-    seeds give the same difference" (the seed-level t test answers that, and claims.py shows it beside)."""
+    Score tests (Tango 1998) rather than the exact binomial test, which tests only a difference of zero: a check
+    tests against its smallest effect. At zero the statistic is McNemar's (c - b) / sqrt(b + c). The interval inverts
+    the same tests. Pooling the seeds overestimates the variance (the tests err on the safe side); they condition on
+    the trained models, which is why claims.py asks the seed-level t test too."""
 
     b: int = 0
     c: int = 0
     total: int = 0  # examples over all seeds (each counted once per seed)
 
     def _score(self, delta: float) -> float:
-        """(estimate - delta) / its standard error if the true difference were delta (signed; +inf or -inf when
-        delta is at an end of what the counts allow and the estimate is not)."""
+        """(estimate - delta) / its standard error if the true difference were delta (signed; +-inf at an end)."""
         discordance = _null_discordance(self.b, self.c, self.total, delta)
         variance = max(0.0, (discordance - delta**2) / self.total)
         distance = self.estimate - delta
         if variance == 0.0:
             return 0.0 if distance == 0 else math.copysign(math.inf, distance)
         return distance / math.sqrt(variance)
-
-    def _tail(self, distance: float) -> float:
-        raise AssertionError("McNemar tests by the score at the boundary (p_above, p_below)")
 
     def p_above(self, boundary: float) -> float:
         if boundary >= 1.0:  # no difference in accuracy is larger than 1
@@ -189,13 +143,11 @@ class McNemar(Effect):
         return float(_scipy.norm.cdf(self._score(min(boundary, 1.0))))
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
-        """The differences that neither one-sided test at (1 - confidence) / 2 rejects: below the lower end the test
-        "the effect is above d" rejects, beyond the upper end "the effect is below d" does."""
+        """The differences that neither one-sided test at (1 - confidence) / 2 rejects."""
         tail = (1 - confidence) / 2
 
         def bound(p, end: float) -> float:
-            # The p-value moves monotonically from ~1 at the estimate to 0 at the end of the range: find where it
-            # crosses the tail (the end itself when it never does: nothing beyond the counts is excluded).
+            # p moves monotonically from ~1 at the estimate to 0 at the end: where it crosses the tail, else the end
             if p(end) >= tail:
                 return end
             return float(_scipy_optimize.brentq(lambda d: p(d) - tail, self.estimate, end, xtol=1e-10))
@@ -211,28 +163,22 @@ class McNemar(Effect):
 
 
 def mcnemar(pairs) -> McNemar:
-    """Accuracy of arm b minus arm a from their per-example correctness, pooled over seeds. pairs: one (a, b) per
-    seed, each a boolean array over the same examples in the same order (an example's entry: right or wrong)."""
+    """Accuracy of arm b minus arm a, pooled over seeds. pairs: one (a, b) per seed, boolean arrays over the same
+    examples in the same order."""
     b = c = total = seeds = 0
     for right_a, right_b in pairs:
         right_a, right_b = np.asarray(right_a, dtype=bool), np.asarray(right_b, dtype=bool)
-        if right_a.shape != right_b.shape or right_a.ndim != 1 or not len(right_a):
-            raise ValueError(f"McNemar needs two vectors over the same examples, got {right_a.shape}, {right_b.shape}")
         b += int(np.sum(right_a & ~right_b))
         c += int(np.sum(~right_a & right_b))
         total += len(right_a)
         seeds += 1
-    if not seeds:
-        raise ValueError("McNemar needs at least one seed's pair of vectors")
     estimate = (c - b) / total
     se = math.sqrt(max(0.0, (b + c) / total - estimate**2) / total)
     return McNemar(estimate, se, math.inf, seeds, "McNemar", b=b, c=c, total=total)
 
 
 def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjustment: the i-th smallest p is multiplied by (m - i), and the adjusted values are made
-    non-decreasing in that order, so comparing them with alpha controls the chance of any false rejection among the
-    m tests at alpha, whatever their dependence. Returned in the input order."""
+    """Holm's step-down adjustment, in the input order: the i-th smallest p times (m - i), made non-decreasing."""
     m = len(p_values)
     order = sorted(range(m), key=lambda i: p_values[i])
     adjusted = [0.0] * m

@@ -1,17 +1,7 @@
-"""A lab sweep read back from disk: each job's result.json, grouped into points (a setting of the swept
-parameters) with one value per seed; the jobs that left no result; and the question's `lab` section of the config.
-
-Hydra's basic sweeper writes the plan of the multirun (its parameters and the command's overrides) into
-`multirun.yaml` before the first job: from it the sweep knows which jobs should be there, so a job that never ran is
-listed as missing, and a folder left by an earlier sweep in the same directory is refused rather than mixed in.
-
-A job may hold several arms (a timing question times its arms interleaved in one process, zoo/lab/measure/timing.py):
-its result.json then lists `arms`, each with its own parameters and metrics, and each arm is read as a job of its own
-(the job's parameters plus the arm's), so tables, plots and checks treat arms as points like any other.
-
-A classifier's job may also record which dev examples it got right (zoo/lab/probes/per_example.py): a file beside its
-result.json, read only when a check asks for it (`PerExample.correct`).
-"""
+"""A lab sweep read back from disk: each job's result.json grouped into points (a setting of the swept parameters,
+one value per seed), the jobs that left no result (against the plan Hydra's basic sweeper wrote in multirun.yaml,
+which also refuses a folder that mixes two sweeps), and the question's `lab` section. A job of several arms
+(`arms` in its result.json, zoo/lab/measure/timing.py) is read as one job per arm."""
 
 from __future__ import annotations
 
@@ -31,7 +21,7 @@ RERUN = "re-run the sweep into a fresh hydra.sweep.dir"
 
 @dataclass(frozen=True)
 class PerExample:
-    """A job's record of which dev examples it got right on one metric (written by zoo/lab/probes/per_example.py)."""
+    """A job's record of which dev examples it got right (zoo/lab/probes/per_example.py)."""
 
     path: Path
     n: int  # examples in the validation pass
@@ -39,7 +29,7 @@ class PerExample:
     examples: str  # which examples: two records pair only when this agrees
 
     def correct(self) -> np.ndarray | None:
-        """The vector, one boolean per example in the dev set's order; None when the file is gone or is not it."""
+        """One boolean per example in the dev set's order; None when the file is gone or is not it."""
         try:
             vector = np.load(self.path, allow_pickle=False)
         except (OSError, ValueError):
@@ -83,37 +73,26 @@ class Sweep:
         values = [j.metrics[metric] for j in self.members[key] if metric in j.metrics]
         return Stat.of(values) if values else None
 
-    def stats(self, metrics: list[str]) -> dict[tuple, dict[str, Stat]]:
-        out: dict[tuple, dict[str, Stat]] = {}
-        for key in self.points:
-            out[key] = {m: s for m in metrics if (s := self.stat(key, m)) is not None}
-        return out
-
     def samples(self, metrics: list[str]) -> dict[tuple, dict[str, dict[str, float]]]:
         """point -> metric -> {seed: value}: what the checks test (two points that ran the same seeds are paired)."""
         return self._by_seed(metrics, lambda job: job.metrics)
 
     def per_example(self, metrics: list[str]) -> dict[tuple, dict[str, dict[str, PerExample]]]:
-        """point -> metric -> {seed: its per-example record}, keyed by seed as `samples` is (seeds without one left
-        out)."""
+        """point -> metric -> {seed: its per-example record}, keyed by seed as `samples` is."""
         return self._by_seed(metrics, lambda job: job.per_example)
 
     def _by_seed(self, metrics: list[str], read) -> dict[tuple, dict[str, dict]]:
-        """point -> metric -> {seed: read(job)[metric]} over the jobs that have it."""
         seed_key = self.lab.get("seed_key", "seed")
         out: dict[tuple, dict[str, dict]] = {}
         for key, jobs in self.members.items():
-            # A job without a seed parameter is told apart by its folder: it pairs with nothing.
+            # a job without a seed parameter is told apart by its folder: it pairs with nothing
             seeds = [j.params.get(seed_key, f"job {j.directory.name}") for j in jobs]
-            out[key] = {}
-            for m in metrics:
-                values = {s: read(j)[m] for s, j in zip(seeds, jobs) if m in read(j)}
-                if values:
-                    out[key][m] = values
+            by_metric = ({s: read(j)[m] for s, j in zip(seeds, jobs) if m in read(j)} for m in metrics)
+            out[key] = {m: values for m, values in zip(metrics, by_metric) if values}
         return out
 
     def job_dirs(self) -> list[Path]:
-        """The job folders (a job of several arms is one folder but several entries of `jobs`)."""
+        """The job folders (a job of several arms is one folder but several `jobs`)."""
         return list(dict.fromkeys(j.directory for j in self.jobs))
 
     def label(self, key: tuple) -> str:
@@ -126,10 +105,6 @@ def short(param: str) -> str:
     return param.rsplit(".", 1)[-1]
 
 
-def _job_order(path: Path):
-    return (0, int(path.name)) if path.name.isdigit() else (1, path.name)
-
-
 def _wall_time(job_dir: Path) -> float | None:
     """Seconds from the job's composed config (written by Hydra at its start) to its result.json."""
     start, end = job_dir / ".hydra" / "config.yaml", job_dir / "result.json"
@@ -139,7 +114,6 @@ def _wall_time(job_dir: Path) -> float | None:
 
 
 def read_yaml(path: Path):
-    """A config file of the sweep, or a one-line error naming it."""
     try:
         return OmegaConf.load(path)
     except yaml.YAMLError as err:
@@ -194,7 +168,7 @@ def _planned(multirun: Path) -> tuple[list[dict[str, str]] | None, list[str]]:
     task = [str(o) for o in (plan.get("overrides") or {}).get("task") or []]
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return None, task  # another sweeper (Optuna) chooses its jobs as it goes: no plan to compare with
-    # The job list exactly as the basic sweeper builds it: its params, then the command line (the last value wins).
+    # the job list exactly as the basic sweeper builds it: its params, then the command line (the last value wins)
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -237,8 +211,7 @@ def _read_job(folder: Path, planned: list[dict[str, str]] | None) -> Job | Unfin
 
 
 def _per_example(folder: Path, record: dict, metrics: dict[str, float]) -> dict[str, PerExample]:
-    """The job's per-example records that describe the metric it reports: a record whose share of right examples is
-    not the job's value of the metric is not of the same pass, and is left out (its checks fall back to the t test)."""
+    """The job's per-example records whose accuracy is the job's value of the metric (of the same pass)."""
     found = {}
     entries = record.get("per_example")
     for metric, entry in entries.items() if isinstance(entries, dict) else ():
@@ -283,7 +256,7 @@ def load_sweep(directory: str | Path) -> Sweep:
     jobs: list[Job] = []
     unfinished: list[Unfinished] = []
     seen: dict[tuple, str] = {}
-    for folder in sorted(folders, key=_job_order):
+    for folder in sorted(folders, key=lambda d: (0, int(d.name)) if d.name.isdigit() else (1, d.name)):
         job = _read_job(folder, planned)
         (jobs if isinstance(job, Job) else unfinished).append(job)
         if job.params is None:

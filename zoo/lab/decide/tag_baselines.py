@@ -1,21 +1,7 @@
-"""Count taggers that read only the left context: what a tagging arm must beat, and how far left context goes.
-
-For a tagging rule whose label depends on the characters to the right (zoo/data/char_tags.py), these say how much
-of it the left alone predicts:
-
-- the **majority class**: every tagged character gets the tag most common in the training split;
-- the **count tagger of order k**: the tag seen most often in the training split after the same k characters (the
-  character itself and the k-1 before it), backing off to the longest shorter context seen in training, and to the
-  majority class when none was.
-
-They are scored on exactly the tagged characters that the lab's `val/acc` covers (the validation windows of the
-data module, cut at `limit_val_batches`), and a character's context never reaches before its window's start: a
-count tagger sees what a causal model of the window sees, at most k characters of it. A causal model may still beat
-a count tagger (it reads the whole left part of its window), but not by reading the right.
-
-Counting is vectorised as in zoo/lab/decide/baselines.py (contexts as integers in base vocab_size, np.unique and a
-sorted search): tiny shakespeare's million training characters take about a second for orders 1 to 6.
-"""
+"""Count taggers that read only the left context: what a tagging arm must beat, and how far left context goes. The
+majority class tags every character with the commonest training tag; the count tagger of order k with the tag seen
+most often after the same k characters (backing off to shorter contexts, then to the majority). Scored on exactly the
+tagged characters `val/acc` covers, a character's context never reaching before its window's start."""
 
 from __future__ import annotations
 
@@ -30,8 +16,8 @@ from .baselines import ngram_codes
 
 @dataclass(frozen=True)
 class TaggedPositions:
-    """The scored characters of a split: their indices in its token array, how many characters of their window
-    precede them (inclusive: 1 for a window's first), and their tags."""
+    """The scored characters: their indices, how many characters of their window precede them (1 for a window's
+    first), and their tags."""
 
     index: np.ndarray
     history: np.ndarray
@@ -39,8 +25,7 @@ class TaggedPositions:
 
 
 def window_positions(tags: np.ndarray, reach: np.ndarray, starts: np.ndarray, block_size: int) -> TaggedPositions:
-    """The tagged characters of the windows starting at `starts`, each tag as the window shows it (a tag decided
-    beyond the window's end is not scored: zoo.data.char_tags.tags_in_window)."""
+    """The tagged characters of the windows starting at `starts`, each tag as the window shows it."""
     offsets = np.arange(block_size, dtype=np.int64)
     index = (np.asarray(starts, dtype=np.int64)[:, None] + offsets[None, :]).ravel()
     shown = np.concatenate([tags_in_window(tags[s : s + block_size], reach[s : s + block_size]) for s in starts])
@@ -71,7 +56,7 @@ def count_taggers(
     vocab_size: int,
     orders: int,
 ) -> TaggerAccuracies:
-    """Accuracies of the majority class and of the count taggers of orders 1..`orders` (module docstring)."""
+    """Accuracies of the majority class and of the count taggers of orders 1..`orders`."""
     if orders < 1:
         raise ValueError(f"a count tagger reads at least 1 character, got orders={orders}")
     if len(scored.tags) == 0:

@@ -1,29 +1,7 @@
-"""A parameter tuned per arm, compared best against best.
-
-Arms whose best learning rates differ (LayerNorm vs none, post- vs pre-LN, ...) are not compared at one shared rate:
-that compares one arm near its optimum with the other away from it. A question sweeps several rates per arm and
-says so in its `lab:` section,
-
-    tune: {param: model.optimizer.lr, metric: lab/loss_end, mode: min, show: [val/loss]}
-
-Before the checks run, the points that differ only in `param` are collapsed, arm by arm, to the one whose `metric`
-has the best mean over seeds (`mode`: min or max); the checks then name arms without the tuned parameter. Nothing is
-hidden: the report's table keeps every rate and marks the chosen one, and the tuning plot draws every rate (`show`:
-further metrics drawn beside the tuned one). A check about the sensitivity itself ("a larger rate makes it diverge")
-says `grid: true`: it is read on the whole grid and names the rates it compares.
-
-How the rate is chosen:
-- Over the seeds every rate of the arm ran (so a seed missing at one rate, a job that failed, does not favour or
-  penalise that rate); when the rates share no seed, each rate's own mean.
-- A rate with a non-finite seed (the run diverged) is worse than every finite one.
-- Equal means: the lower rate (the safer choice), and the text says it was a tie.
-- A choice at the lowest or highest rate of the arm's grid is flagged: the optimum may lie outside the grid.
-
-Choosing on the metric the checks then compare (the same validation set) makes the winner's value a little
-optimistic (the best of several noisy means). A question can choose on another measurement of the same models, e.g.
-the training loss at the end (`lab/loss_end`, zoo/lab/probes/divergence.py): its noise from the data is independent of
-the validation set's, though the noise of the trained models themselves is shared.
-"""
+"""A parameter tuned per arm, compared best against best (`lab.tune: {param, metric, mode, show}`; docs/lab.md):
+the points that differ only in `param` are collapsed, arm by arm, to the one with the best mean `metric` over the
+seeds every value of the arm ran (a diverged run is the worst, a tie goes to the lower value, a choice at an end of the
+grid is flagged). A check with `grid: true` is read on the whole grid."""
 
 from __future__ import annotations
 
@@ -70,7 +48,7 @@ def tune_config(lab: dict) -> Tune | None:
     if not isinstance(show, list) or not all(isinstance(m, str) and m for m in show):
         raise ValueError(f"{where}.show must be a list of metric names, got {show!r}")
     for index, check in enumerate(lab.get("checks") or []):
-        if not isinstance(check, dict) or on_grid(check):
+        if not isinstance(check, dict) or check.get("grid") is True:
             continue
         for selector in check.get("points") or []:
             if isinstance(selector, dict) and section["param"] in selector:
@@ -82,15 +60,9 @@ def tune_config(lab: dict) -> Tune | None:
     return Tune(section["param"], section["metric"], mode, tuple(show))
 
 
-def on_grid(check: dict) -> bool:
-    """Is the check read on the whole grid (every value of the tuned parameter) rather than best against best?"""
-    return check.get("grid") is True
-
-
 @dataclass(frozen=True)
 class Candidate:
-    """One value of the tuned parameter in an arm: its point, its score (the mean the choice compares; None when
-    the point has no value of the metric) and the seeds it has."""
+    """One value of the tuned parameter in an arm: its point, its score (None: no value) and its seeds."""
 
     key: tuple
     value: str
@@ -100,7 +72,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Choice:
-    """One arm's choice: its candidates in increasing value of the tuned parameter and the chosen one."""
+    """One arm's candidates in increasing value of the tuned parameter, and the chosen one."""
 
     arm: str  # the arm's parameters other than the tuned one, as a label
     candidates: tuple[Candidate, ...]
@@ -110,7 +82,6 @@ class Choice:
 
     @property
     def edge(self) -> bool:
-        """Chosen at the lowest or highest value of a grid of at least two."""
         if self.chosen is None or len(self.candidates) < 2:
             return False
         return self.chosen.value in (self.candidates[0].value, self.candidates[-1].value)
@@ -131,8 +102,7 @@ def _badness(score: float | None, mode: str) -> float:
 
 
 def choose(values: dict[str, dict[str, float]], tune: Tune, arm: str, keys: dict[str, tuple]) -> Choice:
-    """The best value of the tuned parameter for one arm. values: {rate: {seed: metric}} (a rate without a value of
-    the metric maps to {}); keys: {rate: its point's key}."""
+    """The best value for one arm. values: {rate: {seed: metric}} ({}: no value); keys: {rate: its point's key}."""
     rates = _ordered(list(values))
     measured = [r for r in rates if values[r]]
     shared = set.intersection(*(set(values[r]) for r in measured)) if measured else set()
@@ -162,8 +132,7 @@ def arms_of(sweep: Sweep, param: str) -> dict[tuple, dict[str, tuple]]:
 
 
 def choices(sweep: Sweep, tune: Tune) -> list[Choice]:
-    """Every arm's choice, in the order of the sweep's points; a one-line error when the sweep's jobs do not have
-    the tuned parameter."""
+    """Every arm's choice, in the order of the sweep's points."""
     if not any(tune.param in params for params in sweep.points.values()):
         raise ValueError(
             f"lab.tune.param {tune.param} is not a parameter of the sweep's jobs; sweep it in hydra.sweeper.params"
@@ -178,9 +147,8 @@ def choices(sweep: Sweep, tune: Tune) -> list[Choice]:
 
 
 def collapse(sweep: Sweep, found: list[Choice]) -> Sweep:
-    """The sweep the checks see: each arm's chosen point only (an arm with none is left out: its checks read "not
-    measured"). The jobs that left no result stay: a seed missing at any rate of an arm could have changed its
-    choice, so the checks on that arm stay undecided (zoo/lab/report/report.py)."""
+    """The sweep the checks see: each arm's chosen point only. The unfinished jobs stay: a seed missing at any rate
+    could have changed the choice, so the checks on that arm stay undecided."""
     kept = [c.chosen.key for c in found if c.chosen is not None]
     points = {k: sweep.points[k] for k in sweep.points if k in kept}
     members = {k: sweep.members[k] for k in points}
@@ -195,7 +163,6 @@ def _score(candidate: Candidate) -> str:
 
 
 def choice_text(choice: Choice, tune: Tune) -> str:
-    """One arm's line: every rate with its score, the chosen one in bold, and the flags."""
     name = short(tune.param)
     shown = ", ".join(
         f"**{c.value}: {_score(c)}**" if c is choice.chosen else f"{c.value}: {_score(c)}" for c in choice.candidates
@@ -216,7 +183,6 @@ def choice_text(choice: Choice, tune: Tune) -> str:
 
 
 def tune_lines(found: list[Choice], tune: Tune, checked_metrics: list[str]) -> list[str]:
-    """The report's paragraph on the tuning: the rule, then every arm's rates with the chosen one."""
     best = "lowest" if tune.mode == "min" else "highest"
     same = tune.metric in checked_metrics
     bias = (
@@ -234,7 +200,3 @@ def tune_lines(found: list[Choice], tune: Tune, checked_metrics: list[str]) -> l
         "",
     ]
     return [*lines, *(choice_text(c, tune) for c in found), ""]
-
-
-def chosen_keys(found: list[Choice]) -> set[tuple]:
-    return {c.chosen.key for c in found if c.chosen is not None}

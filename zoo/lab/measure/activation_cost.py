@@ -1,30 +1,21 @@
-"""ActivationCostProbe: is ReLU cheaper than GELU, where the model spends it?
-
-After training, on the shape the model's first FFN actually saw (its input, captured at the first training step),
-two things are timed forward and backward for each activation, all arms interleaved in one process
-(zoo/lab/measure/timing.py), so that the machine's drift falls on every arm alike:
-- the nonlinearity alone on the FFN's hidden tensor (batch x positions x d_ff): what "ReLU is cheap" is about;
-- the whole FFN (linear, activation, linear) with that activation: what the difference is worth once the two
-  matrix products around it are paid for.
-Logged as lab/act_ms/<activation> and lab/ffn_ms/<activation> (with /spread, /contended, /spread_limit), and the
-ratios lab/act_ms/gelu_over_relu and lab/ffn_ms/gelu_over_relu (> 1: GELU is the dearer). Both arms of a sweep time
-both activations on the same shape, so every job is one more timing of the same comparison.
-"""
+"""ActivationCostProbe: is ReLU cheaper than GELU? After training, on the shape the first FFN saw, forward and
+backward of each activation alone (`lab/act_ms/<activation>`) and of the whole FFN with it (`lab/ffn_ms/<activation>`),
+all arms interleaved in one process (zoo/lab/measure/timing.py), and the ratios `lab/act_ms/gelu_over_relu` and
+`lab/ffn_ms/gelu_over_relu` (> 1: GELU is the dearer)."""
 
 from __future__ import annotations
 
 import copy
 
-import lightning as L
 import torch
 
 from zoo.core.feedforward import ACTIVATIONS, FeedForward
 
-from ..probes.record import log_on_rank_zero
+from ..probes.record import Recorder
 from . import timing
 
 
-class ActivationCostProbe(L.Callback):
+class ActivationCostProbe(Recorder):
     def __init__(
         self,
         activations: tuple[str, ...] = ("relu", "gelu"),
@@ -37,8 +28,8 @@ class ActivationCostProbe(L.Callback):
             raise ValueError(f"activations must be 2+ of {', '.join(ACTIVATIONS)}, got {list(activations)}")
         if min(rounds, act_calls, ffn_calls) < 1:
             raise ValueError(f"rounds ({rounds}), act_calls ({act_calls}) and ffn_calls ({ffn_calls}) must be >= 1")
+        super().__init__()
         self.activations, self.rounds, self.calls = tuple(activations), rounds, {"act": act_calls, "ffn": ffn_calls}
-        self.metrics: dict[str, float] = {}
         self._ffn: FeedForward | None = None
         self._shape: torch.Size | None = None
         self._hook = None
@@ -55,19 +46,14 @@ class ActivationCostProbe(L.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if self._shape is None:
             return
-        self.metrics = time_activations(self._ffn, self._shape, self.activations, self.rounds, self.calls)
-        log_on_rank_zero(trainer, self.metrics)
-
-    def result_record(self) -> dict:
-        return {"metrics": dict(self.metrics)}
+        self.record(trainer, time_activations(self._ffn, self._shape, self.activations, self.rounds, self.calls))
 
 
 def time_activations(
     ffn: FeedForward, shape: torch.Size, activations: tuple[str, ...], rounds: int = 9, calls: dict | None = None
 ) -> dict[str, float]:
     """Forward + backward of each activation alone and of `ffn` with it, on an input of `shape`, interleaved.
-    calls: {"act": n, "ffn": n}, the passes per timed call of each part; the nonlinearity alone is ~20x quicker
-    than the FFN, so it runs more passes per timing, each timing long enough to see through the clock's noise."""
+    calls: {"act": n, "ffn": n}, the passes per timed call of each part (the nonlinearity alone is ~20x quicker)."""
     calls = calls or {"act": 100, "ffn": 10}
     device = next(ffn.parameters()).device
     x = torch.randn(shape, device=device, requires_grad=True)

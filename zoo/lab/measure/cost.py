@@ -1,16 +1,9 @@
-"""CostProbe: what a training step costs, for comparing attention variants in one sweep.
-
-Step time: the median wall time of the training steps after `skip_steps` (the first ones pay for warm-up and
-allocation), with its spread and contention flag (zoo/lab/measure/timing.py: a job that shared the machine with another
-says so, and its step time decides no check). Memory: the bytes autograd saves for backward in one training step
-(see memory.py; on CUDA also the allocator's peak). Logged as probe/cost/step_ms (with /spread, /contended,
-/spread_limit), probe/cost/saved_mb (and probe/cost/cuda_peak_mb).
-
-Two arms trained in two jobs compare step times of two moments of the machine. With `compare_with` (config fields,
-e.g. {attn_score: additive, attn_scale: none}) the probe, after training, times a training step of the model and of
-an untrained twin with those fields interleaved in one process (zoo/lab/measure/timing.py) on the last training batch
-(fed as `net.loss(*batch)`: a causal LM's (idx, targets)): probe/cost/compared_step_ms and
-probe/cost/compared_over_step (the twin's time over the model's), each with its spread and contention flag."""
+"""CostProbe: what a training step costs. `probe/cost/step_ms`, the median step time after `skip_steps` (with its
+spread and contention flag, zoo/lab/measure/timing.py), and `probe/cost/saved_mb`, the bytes autograd saves for
+backward in one step (memory.py; on CUDA also `probe/cost/cuda_peak_mb`). Step times of separate jobs compare two
+moments of the machine: with `compare_with` (config fields, e.g. {attn_score: additive}) the probe times, after
+training, a step of the model and of an untrained twin with those fields interleaved in one process, on the last
+batch: `probe/cost/compared_step_ms` and `probe/cost/compared_over_step`."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""Measurement jobs: a sweep point that times a model instead of training it, with the same result.json.
-
-A lab config sets `measure: {_target_: zoo.lab.measure.measure.<function>, ...}`; train.py then builds the data
-and the model as for training and calls the function with them, which returns (metrics, record) for result.json.
-Inputs are real text from the validation split. Timings are wall-clock on this machine (medians of a few
-repetitions): compare them within one sweep, never across machines.
-
-A measurement that compares times times its arms interleaved in one job (zoo/lab/measure/timing.py): `arms` is a grid of
-arm parameters, every arm is built and timed in this process, and the record lists each arm with its parameters, so
-the report reads every arm as a point (zoo/lab/decide/sweep.py). A timing whose spread shows the machine was shared is
-flagged `contended` and decides no check.
-"""
+"""Measurement jobs: a sweep point that times a model instead of training it, with the same result.json. A lab config
+sets `measure: {_target_: zoo.lab.measure.measure.<function>, ...}`; train.py builds the data and the model and calls
+it, and it returns (metrics, record). A measurement that compares times builds every arm of its `arms` grid in its job
+and times them interleaved (zoo/lab/measure/timing.py); the record lists each arm with its parameters."""
 
 from __future__ import annotations
 
@@ -63,8 +55,7 @@ def _train_step(net, text):
 
 @torch.no_grad()
 def _decode_times(net, prompt: torch.Tensor, new_tokens: int, use_cache: bool, dev) -> list[float]:
-    """Seconds per generated token, greedy, one at a time: with the KV cache each step feeds the newest token;
-    without it each step recomputes the whole sequence so far."""
+    """Seconds per generated token, greedy; without the cache each step recomputes the whole sequence so far."""
     net.eval()
     cache = KVCache(net.config.n_layer) if use_cache else None
     tokens, times = prompt, []
@@ -93,10 +84,8 @@ def decoding(
     warmup: int = 1,
     device: str = "auto",
 ) -> tuple[dict, dict]:
-    """Time per generated token against its position (batch 1, greedy), with and without the KV cache, and a
-    training step's tokens/s at the model's full context for comparison: training handles all positions of a
-    window at once, decoding one. The generations (the arms: {use_cache: [true, false]}) and the training step run
-    interleaved in one process (zoo/lab/measure/timing.py); each arm is recorded with `use_cache` as its parameter."""
+    """Time per generated token against its position (batch 1, greedy), with and without the KV cache (the arms),
+    and a training step's tokens/s at the model's full context, all interleaved in one process."""
     grid = arm_grid(arms or {"use_cache": [True, False]})
     if any(set(arm) != {"use_cache"} for arm in grid):
         raise ValueError(f"measure.arms takes exactly use_cache, got {', '.join(arms)}")
@@ -167,11 +156,8 @@ def interleaved_attention_cost(
     warmup: int = 1,
     device: str = "auto",
 ) -> tuple[dict, dict]:
-    """One training step (forward + backward) of a causal LM for every arm of `arms` ({variant: [...], seq_len:
-    [...]}) in one process: each variant's model is `net` with the variant's config fields (`variants[name]`), each
-    arm a step of its variant at its length. The steps are timed interleaved (zoo/lab/measure/timing.py): median time
-    with its spread, tokens/s; and each arm's memory saved for backward counted once (on CUDA also the allocator's
-    peak)."""
+    """One training step of a causal LM per arm ({variant: [...], seq_len: [...]}; a variant is `net` with the config
+    fields `variants[name]`), timed interleaved, with tokens/s and the memory saved for backward."""
     grid = arm_grid(arms)
     if any(set(arm) != {"variant", "seq_len"} for arm in grid):
         raise ValueError(f"measure.arms takes exactly variant and seq_len, got {', '.join(arms)}")

@@ -1,10 +1,6 @@
-"""Memory a training step holds for its backward pass, measured the same way on every device.
-
-On CPU there is no allocator peak to read per job (the process's peak RSS only ever grows across the jobs of
-a multirun), so the lab counts the bytes of the tensors autograd saves for backward during the forward pass:
-the activation memory, which is what grows as O(n^2) for full attention and O(n w) for a window. Storages are
-counted once however many ops save them, and parameters are left out. On CUDA the allocator's peak is read too.
-"""
+"""Memory a training step holds for its backward pass, the same way on every device: the bytes of the tensors
+autograd saves during the forward (storages counted once, parameters left out), since on CPU a multirun's peak RSS
+only grows; on CUDA the allocator's peak too."""
 
 from __future__ import annotations
 

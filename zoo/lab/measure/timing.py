@@ -1,22 +1,8 @@
-"""Timing several arms the way the benchmark does: interleaved in one process, repeated, median with its spread.
-
-A time measured in one job and compared with a time measured in another job compares two moments of the machine as
-much as two implementations: another process sharing the cores for a minute shows up as a slower arm. Interleaving
-the arms round-robin in one process spreads such drift over every arm, and rotating the order each round keeps any
-arm from always running first (right after a warm-up or a garbage collection).
-
-- `interleave(arms)`: `warmup` rounds whose times are dropped, then `rounds` timed rounds; in round r the arms run in
-  the order of the list rotated by r. Each arm is called `repeats` times in a row per round, every call timed.
-- `Timing`: one arm's times, their median, and their spread: the interquartile range over the median. The machine
-  is noisy (about ±15% between rounds when it is quiet); a spread above `limit` (SPREAD_LIMIT, 25%) means something
-  else ran on the machine meanwhile, and the timing is `contended`: a claim check never decides on it
-  (zoo/lab/decide/claims.py).
-- `load()`: the 1-minute load average and the number of cores, reported beside the timings but not deciding anything
-  (it lags by a minute and counts our own threads).
-
-benchmarks/harness.py times its rows with `interleave` too; the clock and the device sync are arguments so that
-tests can drive the timer with a fake clock.
-"""
+"""Timing arms the way the benchmark does (benchmarks/harness.py uses it too): interleaved round-robin in one
+process, the order rotated each round, after dropped warm-up rounds; each arm's median with its spread (interquartile
+range over the median). A spread above SPREAD_LIMIT means the machine was shared: the timing is `contended`, and no
+claim check decides on it. `load()` records the load average beside, deciding nothing. The clock and the device sync
+are arguments so that tests can drive the timer."""
 
 from __future__ import annotations
 
@@ -44,7 +30,7 @@ class Timing:
 
     @property
     def spread(self) -> float:
-        """Interquartile range over the median (0 with fewer than 2 times: no spread seen, none claimed)."""
+        """Interquartile range over the median (0 with fewer than 2 times)."""
         if len(self.times) < 2 or self.median <= 0:
             return 0.0
         q1, _, q3 = quantiles(self.times, n=4, method="inclusive")
@@ -65,8 +51,7 @@ class Timing:
 
 
 def derived(name: str, value: float, *sources: Timing) -> dict[str, float]:
-    """`name`: a number computed from timings, with companions: the largest spread of its sources, contended when any
-    of them was (a check never decides on it then)."""
+    """`name`: a number computed from timings, with the largest spread of its sources, contended when any was."""
     worse = max(sources, key=lambda t: t.spread)
     return {
         name: value,
@@ -81,11 +66,6 @@ def ratio(name: str, a: Timing, b: Timing) -> dict[str, float]:
     return derived(name, a.median / b.median, a, b)
 
 
-def rotations(n: int, rounds: int, start: int = 0) -> list[list[int]]:
-    """The arms' order in each round: 0..n-1 rotated by the round's number, so each arm leads in turn."""
-    return [[(r + i) % n for i in range(n)] for r in range(start, start + rounds)]
-
-
 def interleave(
     arms: Mapping[str, Callable[[], object]],
     *,
@@ -96,14 +76,14 @@ def interleave(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[], None] | None = None,
 ) -> dict[str, Timing]:
-    """Time every arm in every round, round-robin in a rotated order; the warm-up rounds run and are dropped.
+    """Time every arm in every round, the order rotated by one each round; the warm-up rounds run and are dropped.
     `sync` runs before each clock reading (a CUDA synchronize: the clock must not stop before the kernels do)."""
     if rounds < 1 or warmup < 0 or repeats < 1:
         raise ValueError(f"rounds ({rounds}) and repeats ({repeats}) must be >= 1, warmup ({warmup}) >= 0")
     names = list(arms)
     times: dict[str, list[float]] = {name: [] for name in names}
-    for r, order in enumerate(rotations(len(names), warmup + rounds)):
-        for i in order:
+    for r in range(warmup + rounds):
+        for i in ((r + j) % len(names) for j in range(len(names))):
             for _ in range(repeats):
                 if sync:
                     sync()

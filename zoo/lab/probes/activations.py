@@ -1,63 +1,38 @@
-"""ActivationProbe: how large the activations of each block are, and how many FFN activations are (near) zero.
-
-On one real validation batch, in eval mode, at the start of training and every `every_n_steps` steps:
-- `probe/act_rms/<layer>`: the root mean square of block <layer>'s output (the residual stream it hands on), over
-  every position of the batch. Without normalization this is what grows (or shrinks) with depth and training.
-- `probe/ffn_zero/<layer>`: the fraction of the FFN's activations (the output of its nonlinearity, the input of
-  its second linear layer) that are exactly 0; `probe/ffn_near_zero/<layer>`: the fraction with |a| < `near_zero`
-  (default 1e-2, an absolute threshold: at GPT's initialization the pre-activations have a scale of ~0.2, so this
-  counts GELU's small negative outputs as "off" the way ReLU's zeros are).
-Each with `/mean` over the layers. Series for the report: `act_rms/mean` over the probe steps, and
-`act_rms_by_layer@init` / `@last` (one value per block, in depth order).
-"""
+"""ActivationProbe: how large each block's output is (`probe/act_rms/<layer>`, the residual stream's root mean
+square) and how many FFN activations are exactly 0 (`probe/ffn_zero/<layer>`) or near it (`probe/ffn_near_zero`,
+|a| < `near_zero`, an absolute threshold: GELU's small negative outputs count as "off" the way ReLU's zeros do), on
+one validation batch; each with `/mean`, and the series `act_rms/mean` over the probe steps and
+`act_rms_by_layer@init` / `@last`."""
 
 from __future__ import annotations
 
 import torch
-from lightning.pytorch.utilities import rank_zero_info
 
 from zoo.core.block import Block
 from zoo.core.feedforward import FeedForward
 
-from .batches import first_val_batch, forward_with_hooks
+from .batches import forward_with_hooks
 from .naming import layer_label
-from .probes import _Probe, _with_mean, layers_in_order
+from .probes import BatchProbe, _with_mean
 
 
-class ActivationProbe(_Probe):
+class ActivationProbe(BatchProbe):
+    series, series_prefix = "act_rms_by_layer", "probe/act_rms/"
+
     def __init__(self, every_n_steps: int = 100, near_zero: float = 1e-2) -> None:
         super().__init__(every_n_steps)
         if near_zero <= 0:
             raise ValueError(f"near_zero must be a positive threshold, got {near_zero}")
         self.near_zero = near_zero
 
-    _batch = None  # None: off (a model without zoo blocks, e.g. the CNN baseline)
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        if not any(isinstance(m, Block) for m in pl_module.modules()):
-            rank_zero_info(f"ActivationProbe: {type(pl_module.net).__name__} has no zoo Block; nothing to probe")
-            return
-        self._batch = first_val_batch(trainer, pl_module)
-        self._log(trainer, measure_activations(pl_module, self._batch, self.near_zero))
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self._batch is not None and self._due(trainer.global_step):
-            self._log(trainer, measure_activations(pl_module, self._batch, self.near_zero))
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        if self._batch is not None and trainer.global_step not in self.history:
-            self._log(trainer, measure_activations(pl_module, self._batch, self.near_zero))
+    def measure(self, pl_module, batch) -> dict[str, float]:
+        return measure_activations(pl_module, batch, self.near_zero)
 
     def result_record(self) -> dict:
         record = super().result_record()
-        steps = sorted(self.history)
-        rows = [self.history[s] for s in steps]
-        series = {"act_rms/mean": [r["probe/act_rms/mean"] for r in rows if "probe/act_rms/mean" in r]}
-        if steps and steps[0] == 0:
-            series["act_rms_by_layer@init"] = layers_in_order(rows[0], "probe/act_rms/")
-        if steps:
-            series["act_rms_by_layer@last"] = layers_in_order(rows[-1], "probe/act_rms/")
-        record["series"] = {k: v for k, v in series.items() if v}
+        means = [r["probe/act_rms/mean"] for _, r in sorted(self.history.items()) if "probe/act_rms/mean" in r]
+        if means:
+            record["series"] = {"act_rms/mean": means, **record.get("series", {})}
         return record
 
 

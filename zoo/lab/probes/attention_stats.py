@@ -1,8 +1,5 @@
-"""Statistics of one attention map: how peaked it is, how much a token attends to itself, how spread its logits are.
-
-Every function takes weights (or logits) of shape (B, H, T, S) and averages over batch, heads and query rows.
-Masked keys carry weight 0 (and logit -inf); rows with no allowed key do not occur in the zoo's masks.
-"""
+"""Statistics of one attention map of shape (B, H, T, S), averaged over batch, heads and query rows; masked keys
+carry weight 0 (and logit -inf)."""
 
 from __future__ import annotations
 
@@ -31,11 +28,8 @@ def diagonal_mass(weights: torch.Tensor) -> float | None:
 
 
 def logit_variance(logits: torch.Tensor) -> float:
-    """Mean over query rows of the variance of the pre-softmax logits across the allowed keys.
-
-    The softmax only sees differences within a row, so this is the spread that decides saturation (the
-    quantity that grows like d_k without the 1/sqrt(d_k) scale). Rows with one allowed key contribute 0.
-    """
+    """Mean over query rows of the variance of the pre-softmax logits across the allowed keys: the spread that
+    decides saturation (it grows like d_k without the 1/sqrt(d_k) scale)."""
     x = logits.double()
     allowed = torch.isfinite(x)
     n = allowed.sum(-1).clamp(min=1)
@@ -45,21 +39,13 @@ def logit_variance(logits: torch.Tensor) -> float:
     return float(var.mean())
 
 
-def logits_from_weights(weights: torch.Tensor) -> torch.Tensor:
-    """The logits up to a per-row constant (log of the weights), for modules that record only the weights.
-
-    Keys whose weight underflowed to 0 become -inf and drop out of the variance, so on a saturated softmax
-    this underestimates the spread; modules that record their logits give the exact value.
-    """
-    return weights.double().log()
-
-
 def summarize(weights: torch.Tensor, logits: torch.Tensor | None = None) -> dict[str, float]:
-    """All statistics of one map, by name (diag_mass only where it is defined)."""
+    """All statistics of one map, by name (diag_mass only where it is defined). Without recorded logits, the log of
+    the weights stands for them (exact up to a per-row constant, but underflowed keys drop out)."""
     stats = {
         "entropy": entropy(weights),
         "max_prob": max_probability(weights),
-        "logit_var": logit_variance(logits if logits is not None else logits_from_weights(weights)),
+        "logit_var": logit_variance(logits if logits is not None else weights.double().log()),
     }
     diag = diagonal_mass(weights)
     if diag is not None:

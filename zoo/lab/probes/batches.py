@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import lightning as L
 import torch
 
 from zoo.data.batches import TranslationBatch
+
+
+@contextmanager
+def evaluating(module: torch.nn.Module):
+    """The module in eval mode inside the block; its mode restored after, also when the block fails."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield module
+    finally:
+        module.train(was_training)
 
 
 def first_val_batch(trainer: L.Trainer, pl_module: L.LightningModule):
@@ -18,8 +31,8 @@ def first_val_batch(trainer: L.Trainer, pl_module: L.LightningModule):
 
 
 def forward_batch(pl_module: L.LightningModule, batch) -> torch.Tensor:
-    """The task's own forward on a batch of its data (zoo.data.batches): the inputs of an (inputs, targets) pair
-    (language models, images), a translation batch's source and decoder inputs, or an encoder batch whole."""
+    """The task's own forward on a batch of its data: the inputs of an (inputs, targets) pair, a translation batch's
+    source and decoder inputs, or an encoder batch whole."""
     if isinstance(batch, TranslationBatch):
         return pl_module(batch.src, batch.tgt_in, src_mask=batch.src_mask)
     if isinstance(batch, (tuple, list)):
@@ -28,13 +41,10 @@ def forward_batch(pl_module: L.LightningModule, batch) -> torch.Tensor:
 
 
 def forward_with_hooks(pl_module: L.LightningModule, batch, handles: list) -> None:
-    """One forward of the task in eval mode with the probe's forward hooks in place (they read what they measure),
-    then the hooks removed and the module's mode restored, also when the forward fails."""
-    was_training = pl_module.training
-    pl_module.eval()
+    """One eval-mode forward of the task with the probe's forward hooks in place, then the hooks removed."""
     try:
-        forward_batch(pl_module, batch)
+        with evaluating(pl_module):
+            forward_batch(pl_module, batch)
     finally:
         for handle in handles:
             handle.remove()
-        pl_module.train(was_training)

@@ -1,22 +1,9 @@
-"""BatchNormStatsProbe: how much the batch statistics of each BatchNorm layer fluctuate during training.
-
-Shen et al. 2020 ("Rethinking Batch Normalization in Transformers", PowerNorm) show that in NLP the mean and
-variance of a batch differ from step to step far more than in vision, and that BN's running estimates then
-disagree with what training normalized by. This probe measures that, per BN layer, from what each layer itself
-used: a training-mode BatchNorm moves its running estimate toward the batch statistic by `momentum`,
-
-    running_new = (1 - m) * running_old + m * batch_stat,
-
-so batch_stat = (running_new - (1 - m) * running_old) / m is read back exactly, whatever positions the layer
-pooled (all of them for the naive BN, the real tokens only for the masked one). Over the last `window` training
-steps it records, averaged over the layer's channels, with each channel scaled by its final running estimate:
-- `probe/bn/mean_std/<layer>`: the standard deviation over steps of the batch mean, / sqrt(running_var + eps);
-- `probe/bn/var_std/<layer>`: the standard deviation over steps of the batch variance, / running_var;
-- `probe/bn/mean_dev/<layer>`, `probe/bn/var_dev/<layer>`: the mean |batch - running| over steps (the running
-  estimate before that step's update), scaled the same way: Shen et al.'s "deviation" of batch statistics.
-Each also as `/mean` over layers. A constant batch gives 0 fluctuation; N(0, 1) batches of n values per
-channel give a mean_std of about 1/sqrt(n).
-"""
+"""BatchNormStatsProbe: how much each BatchNorm layer's batch statistics fluctuate during training (Shen et al. 2020,
+PowerNorm: far more in NLP than in vision). A training-mode BatchNorm moves its running estimate by `momentum`, so
+batch_stat = (running_new - (1 - m) * running_old) / m is read back exactly from what the layer itself used. Over the
+last `window` steps, averaged over channels and scaled by the final running estimate: `probe/bn/mean_std/<layer>`
+and `probe/bn/var_std/<layer>` (the spread over steps of the batch mean and variance), `probe/bn/mean_dev/<layer>`
+and `probe/bn/var_dev/<layer>` (the mean |batch - running|); each also as `/mean` over layers."""
 
 from __future__ import annotations
 
@@ -48,9 +35,7 @@ class BatchNormStatsProbe(L.Callback):
         self.samples: dict[str, deque] = {}
         self._handles: list = []
         self._before: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        self.final: dict[str, tuple[torch.Tensor, torch.Tensor, float]] = {}
 
-    # ---- hooks on every BatchNorm that keeps running statistics ----------------------------------------------
     def attach(self, module: torch.nn.Module) -> None:
         for path, m in module.named_modules():
             if isinstance(m, _BatchNorm) and m.track_running_stats:
@@ -85,7 +70,6 @@ class BatchNormStatsProbe(L.Callback):
 
         return hook
 
-    # ---- Lightning -----------------------------------------------------------------------------------------
     def on_fit_start(self, trainer, pl_module) -> None:
         self.attach(pl_module)
 

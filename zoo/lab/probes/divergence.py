@@ -1,12 +1,6 @@
-"""LossCurveProbe: the training loss curve, and whether training diverged.
-
-Records the training loss of every step; at the end:
-- series `train_loss`: the loss every `every_n_steps` steps (the mean over those steps), for the report's curves;
-- `lab/loss_start` / `lab/loss_end`: the mean loss of the first / last `k` steps;
-- `lab/diverged`: 1 when the run diverged, else 0. Diverged means the final loss is not finite (NaN / inf: the
-  weights blew up) or `lab/loss_end` is above `lab/loss_start` (training made the model worse than at init);
-- `lab/nonfinite_steps`: the fraction of steps whose loss was not finite.
-"""
+"""LossCurveProbe: the training loss curve (series `train_loss`, the mean every `every_n_steps` steps) and whether
+training diverged: `lab/loss_start` / `lab/loss_end` (the mean of the first / last `k` steps), `lab/diverged` (1 when
+the final loss is not finite or ends above where it started) and `lab/nonfinite_steps` (the share of such steps)."""
 
 from __future__ import annotations
 

@@ -1,54 +1,37 @@
-"""`FitErrorProbe` measures at the end of training what He et al. 2016's Figure 1 plots: the error on the training
-images and on the held-out ones, both in eval mode over the whole split, so a difference in training error is a
-difference in how well the net fits the data it was trained on (degradation), not in how well it generalizes
-(overfitting). Used with zoo/models/deep_mlp.py's `DeepMLP` (residual_mnist) and with the image classifiers of other
-questions (inductive_bias, bn_vit).
-"""
+"""FitErrorProbe: what He et al. 2016's Figure 1 plots, at the end of training: `lab/train_error` and
+`lab/val_error`, the top-1 error of the final weights in eval mode over the whole training and validation splits
+(and `lab/train_acc`), so that a difference in training error is one of fit (degradation), not of generalization."""
 
 from __future__ import annotations
 
 import copy
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from .record import log_on_rank_zero
+from .batches import evaluating
+from .record import Recorder
 
 
-class FitErrorProbe(L.Callback):
-    """After training: `lab/train_error` and `lab/val_error`, the top-1 error of the final weights in eval mode on
-    every image of the training and validation splits, and `lab/train_acc` (1 - the training error).
-
-    By default the training images are those of the training loader (the run's augmentation, if any, applied: turn
-    it off when this is read as "how well the net fits its training set"). With `unaugmented` they are the training
-    split seen through the validation split's transform: the training images themselves, with augmentation on in
-    training (a split that carries its `transform`, as zoo.data.images' do)."""
+class FitErrorProbe(Recorder):
+    """With `unaugmented`, the training split is read through the validation split's transform (a split that carries
+    its `transform`, as zoo.data.images' do); else through the training loader, augmentation and all."""
 
     def __init__(self, unaugmented: bool = False) -> None:
+        super().__init__()
         self.unaugmented = unaugmented
-        self.metrics: dict[str, float] = {}
 
     def on_train_end(self, trainer, pl_module) -> None:
         datamodule = trainer.datamodule
         if datamodule is None:
             raise ValueError("FitErrorProbe needs the run's DataModule (its train and val loaders)")
         train = _unaugmented_loader(datamodule) if self.unaugmented else datamodule.train_dataloader()
-        was_training = pl_module.training
-        pl_module.eval()
-        try:
+        with evaluating(pl_module):
             train_error = _error(pl_module, train)
-            self.metrics = {
-                "lab/train_error": train_error,
-                "lab/val_error": _error(pl_module, datamodule.val_dataloader()),
-                "lab/train_acc": 1.0 - train_error,
-            }
-        finally:
-            pl_module.train(was_training)
-        log_on_rank_zero(trainer, self.metrics)
-
-    def result_record(self) -> dict:
-        return {"metrics": dict(self.metrics)}
+            val_error = _error(pl_module, datamodule.val_dataloader())
+        self.record(
+            trainer, {"lab/train_error": train_error, "lab/val_error": val_error, "lab/train_acc": 1.0 - train_error}
+        )
 
 
 def _unaugmented_loader(datamodule) -> DataLoader:

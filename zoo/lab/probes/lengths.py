@@ -1,44 +1,29 @@
-"""LengthProbe: a language model's validation loss per position, at the training length and at multiples of it.
-
-After training, the validation split is cut into disjoint windows of `factor` x the training block size (a fixed,
-seeded sample of `max_windows` of them, the same for every model of a sweep) and the next-token loss is averaged
-per position. This is how a model that was trained on length L behaves at 2L and 4L: positions past L are the
-ones it never saw. The model's own context (`model.net.block_size`) must hold the longest window; a learned
-position table is then simply longer than the training windows, and its rows past L stay at their initialization.
-
-Records: series `loss_by_position/<f>x` (one value per position), metrics `lab/loss@<f>x` (all positions) and
-`lab/loss_beyond@<f>x` (positions past the training length only).
-
-Whether a model extrapolates is read like for like: on the same windows and the same positions past the training
-length, `lab/loss_window@<f>x` is the loss of those tokens when each is predicted from its own last L tokens only
-(a window of the training length sliding one token at a time: every prediction sees what the last position of a
-training window saw). `lab/loss_beyond@<f>x` minus it is what the context beyond L costs (> 0: the model breaks on
-longer inputs) or gives (< 0), with the same text and the same distance to the window's start for every variant;
-comparing `loss_beyond@<f>x` with `loss@1x` instead would mix other windows and positions 1..L, whose short
-contexts make their loss higher whatever the positions.
-"""
+"""LengthProbe: a language model's validation loss per position at multiples of the training length (a fixed,
+seeded sample of disjoint windows): series `loss_by_position/<f>x`, `lab/loss@<f>x` (all positions) and
+`lab/loss_beyond@<f>x` (positions past the training length L). Like for like, `lab/loss_window@<f>x` is the loss of
+the same tokens past L read from their own last L tokens only (a sliding window of the training length): the
+difference is what the context beyond L costs or gives. The model's context must hold the longest window."""
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 
 from zoo.data.windows import DisjointWindows
 
-from .record import log_on_rank_zero
+from .batches import evaluating
+from .record import Recorder, log_on_rank_zero
 
 
-class LengthProbe(L.Callback):
+class LengthProbe(Recorder):
     def __init__(self, factors: list[float] = (1, 2, 4), max_windows: int = 32, batch_size: int = 8) -> None:
         if not factors or any(f <= 0 for f in factors) or max_windows <= 0 or batch_size <= 0:
             raise ValueError(
                 f"LengthProbe needs positive factors, max_windows and batch_size, got {factors}, "
                 f"{max_windows}, {batch_size}"
             )
+        super().__init__()
         self.factors, self.max_windows, self.batch_size = list(factors), max_windows, batch_size
-        self.series: dict[str, list[float]] = {}
-        self.metrics: dict[str, float] = {}
 
     def on_train_end(self, trainer, pl_module) -> None:
         data = trainer.datamodule
@@ -69,10 +54,8 @@ class LengthProbe(L.Callback):
     def _loss_by_position(self, pl_module, tokens, length: int) -> torch.Tensor:
         windows = DisjointWindows(tokens, length, seed=0)
         count = min(self.max_windows, len(windows))
-        was_training = pl_module.training
-        pl_module.eval()
         total = torch.zeros(length, dtype=torch.float64)
-        try:
+        with evaluating(pl_module):
             for start in range(0, count, self.batch_size):
                 rows = [windows[i] for i in range(start, min(count, start + self.batch_size))]
                 idx = torch.stack([r[0] for r in rows]).to(pl_module.device)
@@ -80,20 +63,16 @@ class LengthProbe(L.Callback):
                 logits = pl_module(idx)
                 loss = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T)
                 total += loss.sum(0).double().cpu()
-        finally:
-            pl_module.train(was_training)
         return total / count
 
     @torch.no_grad()
     def _loss_within_training_length(self, pl_module, tokens, length: int, train_len: int) -> torch.Tensor:
-        """Per position past `train_len` of the same windows as _loss_by_position: the loss of its target when the
-        model reads only the `train_len` tokens that end at it (a sliding window, one forward per position)."""
+        """Per position past `train_len` of the same windows: the loss of its target read from only the `train_len`
+        tokens that end at it (a sliding window)."""
         windows = DisjointWindows(tokens, length, seed=0)
         count = min(self.max_windows, len(windows))
-        was_training = pl_module.training
-        pl_module.eval()
         total = torch.zeros(length - train_len, dtype=torch.float64)
-        try:
+        with evaluating(pl_module):
             for i in range(count):
                 idx, targets = windows[i]
                 # slice s holds tokens s .. s + train_len - 1; its last one, at position s + train_len - 1, is past
@@ -105,9 +84,4 @@ class LengthProbe(L.Callback):
                     logits = pl_module(part)[:, -1].float()
                     target = wanted[start : start + len(part)].to(pl_module.device)
                     total[start : start + len(part)] += F.cross_entropy(logits, target, reduction="none").double().cpu()
-        finally:
-            pl_module.train(was_training)
         return total / count
-
-    def result_record(self) -> dict:
-        return {"series": self.series, "metrics": self.metrics}

@@ -1,20 +1,12 @@
-"""Which dev examples a classifier got right, one boolean per example in the dev set's own order, so that two arms'
-accuracies can be compared example by example (McNemar's test, zoo/lab/decide/stats.py) instead of seed by seed.
-
-The classification tasks return `{"correct": (batch,) bool, "labels": (batch,)}` from their validation_step (what
-their val/acc counted); `PerExampleRecorder` collects it at every validation pass and keeps the last complete one,
-which is the pass whose accuracy result.json reports (train.py validates once more after fit). At the end it writes
-`val_correct.npy` beside result.json and references it there:
+"""PerExampleRecorder: which dev examples a classifier got right at its last complete validation pass, one boolean
+per example in the dev set's own order (`val_correct.npy` beside result.json), so that two arms' accuracies can be
+compared example by example (McNemar's test, zoo/lab/decide/stats.py). The classification tasks return
+`{"correct", "labels"}` from their validation_step. result.json references the file:
 
     "per_example": {"val/acc": {"file": "val_correct.npy", "n": 872, "of": 872, "examples": "<sha256>", "accuracy"}}
 
-`n` is how many examples the pass covered and `of` the size of the dev set (n < of: `limit_val_batches` cut it
-short; the first n examples, since the order is the dataset's). `examples` fingerprints which examples they were,
-from n and their labels in order: claims.py pairs two arms only where the fingerprints agree. It records nothing,
-rather than something wrong, when the order is not the dataset's: a shuffled or distributed val loader (under DDP each
-rank sees a share), or a task that returns no per-example correctness. Only lab configs add it (the accuracy
-questions' data pieces): normal training never pays for it.
-"""
+`n` examples were covered of the dev set's `of` (limit_val_batches cuts it short); `examples` fingerprints which.
+Nothing is recorded when the order is not the dataset's (a shuffled or distributed val loader)."""
 
 from __future__ import annotations
 
@@ -31,8 +23,7 @@ METRIC = "val/acc"  # what the tasks' "correct" adds up to
 
 
 def fingerprint(labels: np.ndarray) -> str:
-    """Which examples a vector covers, as far as the record can tell: their number and labels, in order. Two
-    different subsets of a dev set of hundreds with the same label sequence are not a practical worry."""
+    """Which examples a vector covers, as far as the record can tell: their number and labels, in order."""
     labels = np.ascontiguousarray(labels, dtype=np.int64)
     return hashlib.sha256(len(labels).to_bytes(8, "little") + labels.tobytes()).hexdigest()
 
@@ -50,8 +41,7 @@ def _why_unordered(trainer: L.Trainer) -> str | None:
 
 
 class PerExampleRecorder(L.Callback):
-    """Records which dev examples the model got right at its last validation (see the module's docstring).
-    directory: where result.json goes (`${paths.output_dir}`)."""
+    """directory: where result.json goes (`${paths.output_dir}`)."""
 
     def __init__(self, directory: str) -> None:
         self.directory = Path(directory)
@@ -88,7 +78,6 @@ class PerExampleRecorder(L.Callback):
         self._correct, self._labels = [], []
 
     def result_record(self) -> dict:
-        """Writes the vector of the last validation pass beside result.json and returns its reference."""
         if self._last is None:
             return {}
         correct, labels, size = self._last

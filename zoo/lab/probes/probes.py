@@ -1,12 +1,6 @@
-"""Probes: Lightning callbacks that measure the inside of a model while it trains, turned on from config
-(`callbacks=probes` or `+callbacks.attention_probe=...`).
-
-They log like any metric (`probe/<quantity>/<layer or group>`, to every logger, at the trainer's step) and keep
-what they logged, so train.py writes it into the job's result.json (`result_record`, zoo.entry.records) for the
-lab report.
-"Init" is the model before its first optimizer step: the attention probe runs on a real validation batch at
-the start of training, the gradient probe reads the first step's gradients (a training batch, initial weights).
-"""
+"""Probes: Lightning callbacks that measure the inside of a model while it trains (`callbacks=probes`, or any lab
+config). They log `probe/<quantity>/<layer or group>` and keep it for result.json (`result_record`); "init" is the
+model before its first optimizer step."""
 
 from __future__ import annotations
 
@@ -17,15 +11,22 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
+from zoo.core import MultiHeadAttention
+from zoo.core.block import Block
+
 from .attention_stats import summarize
-from .batches import first_val_batch, forward_batch
+from .batches import evaluating, first_val_batch, forward_batch
 from .naming import attention_modules, layer_label, param_group
+from .record import log_on_rank_zero
 
 # Pieces of fused projection matrices, in row order: their gradient norms are reported per piece.
 _FUSED = {"attn.qkv": ("attn.q", "attn.k", "attn.v"), "attn.kv": ("attn.k", "attn.v"), "attn.qv": ("attn.qk", "attn.v")}
 
 
 class _Probe(L.Callback):
+    # the per-layer series result_record adds: `<series>@init` / `@last` of the values under `series_prefix`
+    series = series_prefix = ""
+
     def __init__(self, every_n_steps: int = 100) -> None:
         if every_n_steps <= 0:
             raise ValueError(f"every_n_steps must be a positive number of steps, got {every_n_steps}")
@@ -38,33 +39,54 @@ class _Probe(L.Callback):
     def _log(self, trainer: L.Trainer, values: dict[str, float]) -> None:
         step = trainer.global_step
         self.history[step] = {**self.history.get(step, {}), **values}
-        if trainer.is_global_zero:
-            for logger in trainer.loggers:
-                logger.log_metrics(values, step=step)
+        log_on_rank_zero(trainer, values)
 
     def result_record(self) -> dict:
-        """What result.json keeps: every logged step, and each metric's first (@init) and last (@last) value."""
+        """Every logged step, each metric's first (@init) and last (@last) value, and the per-layer series in depth
+        order at step 0 and at the last logged step."""
         metrics: dict[str, float] = {}
+        series: dict[str, list[float]] = {}
         if self.history:
             first, last = min(self.history), max(self.history)
             if first == 0:
                 metrics.update({f"{k}@init": v for k, v in self.history[first].items()})
+                series[f"{self.series}@init"] = layers_in_order(self.history[first], self.series_prefix)
             metrics.update({f"{k}@last": v for k, v in self.history[last].items()})
-        return {"probes": {str(s): v for s, v in sorted(self.history.items())}, "metrics": metrics}
-
-    def _record_with_layer_series(self, name: str, prefix: str) -> dict:
-        """result_record plus the series `<name>@init` / `@last`: the values under `prefix` per layer, in depth order
-        (the per-layer plots draw them), at step 0 and at the last logged step."""
-        record = _Probe.result_record(self)
-        steps = sorted(self.history)
-        series = {}
-        if steps and steps[0] == 0:
-            series[f"{name}@init"] = layers_in_order(self.history[0], prefix)
-        if steps:
-            series[f"{name}@last"] = layers_in_order(self.history[steps[-1]], prefix)
-        if any(series.values()):
+            series[f"{self.series}@last"] = layers_in_order(self.history[last], self.series_prefix)
+        record = {"probes": {str(s): v for s, v in sorted(self.history.items())}, "metrics": metrics}
+        if self.series and any(series.values()):
             record["series"] = {k: v for k, v in series.items() if v}
         return record
+
+
+class BatchProbe(_Probe):
+    """A probe of one real validation batch, at the start of training, every `every_n_steps` steps and at the end;
+    off (with a note) for a model without a `needs` module."""
+
+    needs: type = Block
+    _batch = None
+
+    def measure(self, pl_module, batch) -> dict[str, float]:
+        raise NotImplementedError
+
+    def _record(self, trainer, pl_module) -> None:
+        self._log(trainer, self.measure(pl_module, self._batch))
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if not any(isinstance(m, self.needs) for m in pl_module.modules()):
+            net = type(pl_module.net).__name__
+            rank_zero_info(f"{type(self).__name__}: {net} has no {self.needs.__name__}; nothing to probe")
+            return
+        self._batch = first_val_batch(trainer, pl_module)
+        self._record(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._batch is not None and self._due(trainer.global_step):
+            self._record(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self._batch is not None and trainer.global_step not in self.history:
+            self._record(trainer, pl_module)  # the final weights, whatever every_n_steps was
 
 
 def _with_mean(prefix: str, per_layer: dict[str, float]) -> dict[str, float]:
@@ -74,31 +96,14 @@ def _with_mean(prefix: str, per_layer: dict[str, float]) -> dict[str, float]:
     return out
 
 
-class AttentionProbe(_Probe):
-    """Per attention layer on one real validation batch: entropy, max probability, diagonal (self) mass and the
-    variance of the pre-softmax logits; at the start of training and every `every_n_steps` optimizer steps."""
+class AttentionProbe(BatchProbe):
+    """Per attention layer: entropy, max probability, diagonal (self) mass and the variance of the logits."""
 
-    _batch = None  # None: off (a model without attention, e.g. the CNN baseline of a ViT-vs-CNN sweep)
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        if not attention_modules(pl_module):
-            rank_zero_info(f"AttentionProbe: {type(pl_module.net).__name__} has no attention; nothing to probe")
-            return
-        self._batch = first_val_batch(trainer, pl_module)
-        self._measure(trainer, pl_module)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self._batch is not None and self._due(trainer.global_step):
-            self._measure(trainer, pl_module)
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        if self._batch is not None and trainer.global_step not in self.history:
-            self._measure(trainer, pl_module)  # the final weights, whatever every_n_steps was
+    needs = MultiHeadAttention
 
     @torch.no_grad()
-    def _measure(self, trainer, pl_module) -> None:
-        values = measure_attention(pl_module, self._batch)
-        self._log(trainer, values)
+    def measure(self, pl_module, batch) -> dict[str, float]:
+        return measure_attention(pl_module, batch)
 
 
 def measure_attention(pl_module: L.LightningModule, batch) -> dict[str, float]:
@@ -106,19 +111,17 @@ def measure_attention(pl_module: L.LightningModule, batch) -> dict[str, float]:
     attns = attention_modules(pl_module)
     if not attns:
         raise ValueError(f"{type(pl_module).__name__} has no zoo MultiHeadAttention module to probe")
-    was_training = pl_module.training
-    pl_module.eval()
     saved = {label: m.record_weights for label, m in attns.items()}
+    per_stat: dict[str, dict[str, float]] = {}
     try:
         for m in attns.values():
             m.record_weights = True
-        forward_batch(pl_module, batch)
-        per_stat: dict[str, dict[str, float]] = {}
+        with evaluating(pl_module):
+            forward_batch(pl_module, batch)
         for label, m in attns.items():
             if m.last_weights is None:
                 continue  # not reached by this forward (e.g. a decoder in an encoder-only pass)
-            logits = getattr(m, "last_logits", None)
-            for stat, value in summarize(m.last_weights, logits).items():
+            for stat, value in summarize(m.last_weights, getattr(m, "last_logits", None)).items():
                 per_stat.setdefault(stat, {})[label] = value
     finally:
         for label, m in attns.items():
@@ -126,7 +129,6 @@ def measure_attention(pl_module: L.LightningModule, batch) -> dict[str, float]:
             m.last_weights = None
             if hasattr(m, "last_logits"):
                 m.last_logits = None
-        pl_module.train(was_training)
     values: dict[str, float] = {}
     for stat, per_layer in per_stat.items():
         values.update(_with_mean(f"probe/attn/{stat}", per_layer))
@@ -134,12 +136,11 @@ def measure_attention(pl_module: L.LightningModule, batch) -> dict[str, float]:
 
 
 class GradNormProbe(_Probe):
-    """L2 norm of the gradient per layer (probe/grad/<layer>) and per parameter group (probe/grad_group/<group>:
-    attn.q / attn.k / attn.v / attn.out, ffn, norm, embedding, head), read before the optimizer step (and
-    before clipping) at step 0, every `every_n_steps` steps and at the last step: `@last` is the gradient of the
-    trained model (a claim that gradients vanish once the softmax saturates is about the weights training reaches,
-    not about the initial ones), whatever every_n_steps was."""
+    """L2 norm of the gradient per layer (probe/grad/<layer>) and per parameter group (probe/grad_group/<group>),
+    read before the optimizer step (and before clipping) at step 0, every `every_n_steps` steps and at the last step
+    (`@last` is the trained model's gradient)."""
 
+    series, series_prefix = "grad_by_layer", "probe/grad/"
     _last_step: int | None = None
 
     def on_train_start(self, trainer, pl_module) -> None:
@@ -151,14 +152,9 @@ class GradNormProbe(_Probe):
         if self._due(step) or (step == self._last_step and step not in self.history):
             self._log(trainer, gradient_norms(pl_module))
 
-    def result_record(self) -> dict:
-        """Also the series grad_by_layer@init / @last: the main stack's per-layer norms in depth order."""
-        return self._record_with_layer_series("grad_by_layer", "probe/grad/")
-
 
 def layers_in_order(values: dict[str, float], prefix: str, stack: str = "") -> list[float]:
-    """The values of layers l0, l1, ... of one stack (keys `<prefix><stack>l<i>`; stack "" is a model's only
-    stack, "encoder." / "decoder." those of an encoder-decoder) in depth order."""
+    """The values of layers l0, l1, ... of one stack (keys `<prefix><stack>l<i>`) in depth order."""
     pattern = re.compile(re.escape(stack) + r"l(\d+)")
     layers = {}
     for key, value in values.items():

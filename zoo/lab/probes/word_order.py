@@ -1,24 +1,17 @@
-"""WordOrderProbe: how much of a sentence classifier's dev accuracy needs word order at all.
-
-After training, the dev set is classified twice: as it is, and with the words of each sentence in a random order
-(seeded, the same order for every model of a sweep). A word is a WordPiece token and the `##` pieces that follow it,
-so a shuffled sentence holds exactly the tokens of the original (nothing re-tokenized, nothing cut differently);
-[CLS] and [SEP] stay where they are and each segment of a pair is shuffled within itself. A bag-of-words model
-scores the same on both; the drop is what the model gets from order.
-
-Records: lab/acc_ordered (the dev set as it is: val/acc recomputed here, so the drop compares like with like),
-lab/acc_shuffled, lab/order_drop (ordered - shuffled).
-"""
+"""WordOrderProbe: how much of a sentence classifier's dev accuracy needs word order at all. After training the dev
+set is classified as it is (`lab/acc_ordered`) and with the words of each sentence in a seeded random order
+(`lab/acc_shuffled`; `lab/order_drop` the difference). A word is a WordPiece token and its `##` pieces; [CLS] and
+[SEP] stay where they are, each segment of a pair shuffled within itself."""
 
 from __future__ import annotations
 
 import random
 
-import lightning as L
 import torch
 from lightning.pytorch.utilities import move_data_to_device
 
-from .record import log_on_rank_zero
+from .batches import evaluating
+from .record import Recorder
 
 
 def shuffle_words(ids: list[int], continuation: set[int], special: set[int], rng: random.Random) -> list[int]:
@@ -43,12 +36,12 @@ def shuffle_words(ids: list[int], continuation: set[int], special: set[int], rng
     return out
 
 
-class WordOrderProbe(L.Callback):
+class WordOrderProbe(Recorder):
     def __init__(self, seed: int = 0, batch_size: int = 64) -> None:
         if batch_size <= 0:
             raise ValueError(f"WordOrderProbe needs a positive batch_size, got {batch_size}")
+        super().__init__()
         self.seed, self.batch_size = seed, batch_size
-        self.metrics: dict[str, float] = {}
 
     @staticmethod
     def shuffled_items(data, seed: int) -> tuple[list[dict], list[dict]]:
@@ -67,25 +60,14 @@ class WordOrderProbe(L.Callback):
         ordered, shuffled = self.shuffled_items(trainer.datamodule, self.seed)
         collate = trainer.datamodule.collate(False)
         ordered_acc, shuffled_acc = (self._accuracy(pl_module, collate, items) for items in (ordered, shuffled))
-        self.metrics = {
-            "lab/acc_ordered": ordered_acc,
-            "lab/acc_shuffled": shuffled_acc,
-            "lab/order_drop": ordered_acc - shuffled_acc,
-        }
-        log_on_rank_zero(trainer, self.metrics)
+        drop = ordered_acc - shuffled_acc
+        self.record(trainer, {"lab/acc_ordered": ordered_acc, "lab/acc_shuffled": shuffled_acc, "lab/order_drop": drop})
 
     @torch.no_grad()
     def _accuracy(self, pl_module, collate, items: list[dict]) -> float:
-        was_training = pl_module.training
-        pl_module.eval()
         correct = 0
-        try:
+        with evaluating(pl_module):
             for start in range(0, len(items), self.batch_size):
                 batch = move_data_to_device(collate(items[start : start + self.batch_size]), pl_module.device)
                 correct += int((pl_module(batch).argmax(-1) == batch.labels).sum())
-        finally:
-            pl_module.train(was_training)
         return correct / len(items)
-
-    def result_record(self) -> dict:
-        return {"metrics": self.metrics}

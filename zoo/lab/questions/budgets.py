@@ -1,24 +1,14 @@
-"""A question's budgets: the same sweep and checks at other lengths of training, so that the page can show which way
-a verdict moves as the models train longer.
-
-A question's config names its own budget and may declare others in its `lab:` section:
-
-    lab:
-      budget: steps600                      # the name of the budget the config itself runs at
-      budgets:                              # other budgets: name -> the overrides that make it
-        steps300: [trainer.max_steps=300, trainer.val_check_interval=150]
-
-`python -m zoo.lab run <name> --budget steps300` runs the question's sweep with those overrides and `lab.budget=
-steps300` (so every job's config, the report and the published block say which budget it is), into a sweep folder of
-its own, logs/lab_<name>/budget_steps300/multiruns/<time>. `--budget steps600` (the config's own) is a plain run.
-
-A budget changes how long the models train, nothing else: not the question (experiment, lab.*), not where the sweep
-is written (hydra.sweep.*), and not the grid the checks select on (the keys of hydra.sweeper.params), else the
-columns of the outcome-against-budget table would not compare the same checks."""
+"""A question's budgets: the same sweep and checks at other lengths of training (docs/lab.md, "Outcome against
+budget"). `lab.budget` names the config's own, `lab.budgets` the others, {name: [overrides]}, run by `python -m
+zoo.lab run <name> --budget <b>` into a sweep folder of their own. A budget changes how long the models train,
+nothing else: not the question (experiment, lab.*), the sweep folder (hydra.sweep.*) or the grid the checks select on
+(hydra.sweeper.params), else the outcome-against-budget table would not compare the same checks."""
 
 from __future__ import annotations
 
 import re
+
+from .configs import question, question_config_params
 
 NAME = re.compile(r"^[A-Za-z0-9_]+$")  # goes into folder names, document markers and a command-line option
 # Set by `run --budget` itself, or not a budget's to change (see above).
@@ -26,8 +16,7 @@ FORBIDDEN_PREFIXES = ("experiment", "lab.", "hydra.sweep.", "hydra.sweeper.")
 
 
 def budgets(name: str, lab: dict, swept: list[str] = ()) -> dict[str, list[str]]:
-    """The question's declared budgets {name: overrides} (empty when it declares none), checked: a one-line error
-    that names the question and the bad key otherwise. `swept`: the question's swept parameters."""
+    """The question's declared budgets {name: overrides}, checked. `swept`: the question's swept parameters."""
     declared = lab.get("budgets")
     if declared in (None, {}):
         return {}
@@ -65,28 +54,17 @@ def budgets(name: str, lab: dict, swept: list[str] = ()) -> dict[str, list[str]]
     return checked
 
 
-def swept_parameters(name: str) -> list[str]:
-    """The parameters the question's config sweeps (hydra.sweeper.params), the seed among them."""
-    from .configs import question_config_params
-
-    return list(question_config_params(name))
-
-
 def question_budgets(name: str) -> dict[str, list[str]]:
     """The budgets of a question by its name, checked against its config's grid."""
-    from .configs import question
-
-    return budgets(name, question(name), swept_parameters(name))
+    return budgets(name, question(name), list(question_config_params(name)))
 
 
 def run_overrides(name: str, budget: str) -> list[str]:
-    """What `run <name> --budget <budget>` adds to the command line: the budget's overrides, the budget's name for the
-    jobs' configs, and a sweep folder of its own (claimed like every sweep folder, zoo.entry.resolvers.sweep_dir).
-    The config's own budget adds nothing: it is the plain run."""
-    from .configs import question
-
+    """What `run <name> --budget <budget>` adds to the command line: the budget's overrides, its name for the jobs'
+    configs, and a sweep folder of its own (the `zoo.sweep_dir` resolver of zoo/entry/resolvers.py); the config's
+    own budget adds nothing."""
     lab = question(name)
-    declared = budgets(name, lab, swept_parameters(name))
+    declared = question_budgets(name)
     if budget == lab.get("budget") and declared:
         return []
     if budget not in declared:
@@ -99,8 +77,7 @@ def run_overrides(name: str, budget: str) -> list[str]:
 
 
 def run_budget(lab: dict) -> str | None:
-    """The budget a sweep ran at when it is one of the question's declared others (its block goes beside the main
-    section); None for the question's own budget, or a question without budgets (the main section)."""
+    """The budget a sweep ran at when it is one of the question's declared others; None for its own budget."""
     budget = lab.get("budget")
     return budget if budget is not None and budget in (lab.get("budgets") or {}) else None
 

@@ -1,13 +1,7 @@
-"""docs/lab.md rendered from the published results: one `result.json` per published sweep in docs/lab/<folder>/
-(written by publish.py), and the hand-written text of the page around its markers.
-
-Three kinds of region are generated, and nothing inside them is ever read back:
-- `<!-- measured:<name> -->` ... `<!-- /measured:<name> -->`: the question's own published result;
-- `<!-- budgets:<name> -->` ... `<!-- /budgets:<name> -->`, right after it when the question has results at other
-  budgets: the outcome-against-budget table and one block per budget;
-- `<!-- lab-summary-table -->` ... `<!-- /lab-summary-table -->`: one row per question.
-
-`python -m zoo.lab render` rewrites them; rendering the committed page again changes nothing (a test checks it)."""
+"""docs/lab.md rendered from the published results (docs/lab/<folder>/result.json, written by publish.py) and the
+hand-written text around its generated regions, which are never read back: `<!-- measured:<name> -->` (a question's
+result), `<!-- budgets:<name> -->` right after it (the outcome-against-budget table and a block per budget) and
+`<!-- lab-summary-table -->`. Rendering the committed page again changes nothing."""
 
 from __future__ import annotations
 
@@ -52,9 +46,6 @@ def load_results(lab_dir: Path) -> dict[str, dict]:
     return results
 
 
-# ---- one published block --------------------------------------------------------------------------------------------
-
-
 def run_text(run: dict) -> str:
     """What kind of run the figures come from, when, on what, and the command that makes it again."""
     line = f"{run['kind']}, {run['date']}, on {run['machine']}: `{run['command']}`."
@@ -65,7 +56,7 @@ def run_text(run: dict) -> str:
 
 
 def block_text(result: dict, level: int) -> str:
-    """The run line, then the report from its measured table on, headings at `level`, links into the result's folder."""
+    """The run line, then the report from its measured table on, headings at `level`, links into its folder."""
     lines = [("#" * level + line[3:]) if line.startswith("### ") else line for line in result["report"]]
     text = "\n".join([run_text(result["run"]), "", *lines])
     for name in result["files"]:
@@ -74,30 +65,34 @@ def block_text(result: dict, level: int) -> str:
 
 
 def overridden(result: dict) -> bool:
-    """Does a result come from a run with overrides, rather than from the question's config or a declared budget?"""
     return "with overrides" in result["run"]["kind"]
 
 
-# ---- a question's budgets: the outcome-against-budget table and their blocks ------------------------------------
-
-
-def _own_budget(name: str) -> str | None:
-    """The name of the budget the question's config runs at, as the config says now (None: it does not say)."""
+def _config(name: str) -> dict:
+    """The question's `lab` section as its config says now ({} for a name that is not a question)."""
     from ..questions.configs import question, question_names
 
-    return question(name).get("budget") if name in question_names() else None
+    return question(name) if name in question_names() else {}
+
+
+def _budgets(name: str, results: dict[str, dict]) -> dict[str, dict]:
+    return {r["budget"]: r for r in results.values() if r["question"] == name and r.get("budget")}
+
+
+def _check_names(columns: list[tuple[str, dict]]) -> list[str]:
+    return list(dict.fromkeys(c["name"] for _, facts in columns for c in facts.get("claim_checks") or []))
 
 
 def budget_columns(name: str, results: dict[str, dict]) -> tuple[list[tuple[str, dict]], str]:
-    """The question's budgets as published, in increasing work per job (tokens seen; unknown last): [(budget, the
-    result's facts)], and a line saying why a budget is not among them."""
-    budgets = {r["budget"]: r for r in results.values() if r["question"] == name and r.get("budget")}
+    """The question's budgets as published, in increasing work per job (unknown last): [(budget, the result's
+    facts)], and a line saying why a budget is not among them."""
+    budgets = _budgets(name, results)
     if not budgets:
         return [], ""
     columns = [(b, r["facts"]) for b, r in budgets.items() if not overridden(r)]
     changed = [f"`{b}`" for b, r in budgets.items() if overridden(r)]
     main = results.get(name)
-    own = (main["facts"].get("budget") if main else None) or _own_budget(name)
+    own = (main["facts"].get("budget") if main else None) or _config(name).get("budget")
     named = f" (`{own}`)" if own else ""
     missing = ""
     if changed:
@@ -126,7 +121,6 @@ def _work_text(work: dict | None) -> str:
 
 
 def _cell(check: dict) -> str:
-    """A check's outcome with its effects and 95% intervals, positive being what the claim predicts."""
     unit = f" ({check['unit']})" if check.get("unit") else ""
     effects = "; ".join(f"{e:+.3g} [{low:+.3g}, {high:+.3g}]" for e, low, high in check.get("effects") or [])
     return f"{check['outcome']}: {effects}{unit}" if effects else check["outcome"]
@@ -147,8 +141,7 @@ def budget_table(columns: list[tuple[str, dict]], missing: str) -> list[str]:
         head = ["claim check", *(f"`{budget}`: {_work_text(facts.get('work'))}" for budget, facts in columns)]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines.append("| **verdict** | " + " | ".join(facts["outcome"] for _, facts in columns) + " |")
-        names = list(dict.fromkeys(c["name"] for _, facts in columns for c in facts.get("claim_checks") or []))
-        for check in names:
+        for check in _check_names(columns):
             cells = []
             for _, facts in columns:
                 found = [c for c in facts.get("claim_checks") or [] if c["name"] == check]
@@ -160,7 +153,7 @@ def budget_table(columns: list[tuple[str, dict]], missing: str) -> list[str]:
 
 def budget_region(name: str, results: dict[str, dict]) -> str:
     """The table, then each budget's block under a heading, in the order of the table's columns."""
-    budgets = {r["budget"]: r for r in results.values() if r["question"] == name and r.get("budget")}
+    budgets = _budgets(name, results)
     columns, missing = budget_columns(name, results)
     works = dict(columns)
     order = [*(b for b in works if b in budgets), *(b for b in budgets if b not in works)]
@@ -171,8 +164,6 @@ def budget_region(name: str, results: dict[str, dict]) -> str:
         parts += [f"#### Budget `{budget}` ({work})", "", f"{begin}\n{block_text(budgets[budget], 5)}{end}", ""]
     return "\n".join([*parts, f"<!-- /budgets:{name} -->"])
 
-
-# ---- the summary at the top of docs/lab.md ----------------------------------------------------------------------
 
 SUMMARY_TEXT = (
     "Generated from the published results (docs/lab/*/result.json) by `python -m zoo.lab render` (and by every "
@@ -186,25 +177,11 @@ SUMMARY_TEXT = (
 )
 
 
-def _title(name: str) -> str:
-    from ..questions.configs import question, question_names
-
-    return question(name).get("title", name) if name in question_names() else name
-
-
-def paper_checks(facts: dict) -> list[dict] | None:
-    """The claim checks the result marks as restating the cited paper's claim (`paper`); None without checks."""
-    checks = facts.get("claim_checks")
-    if checks is None:
-        return None
-    return [c for c in checks if c.get("paper")]
-
-
 def paper_cell(facts: dict) -> str:
     """agrees (every check that restates the paper supported), disagrees (one contradicted), not decided (otherwise)."""
-    checks = paper_checks(facts)
-    if checks is None:
+    if facts.get("claim_checks") is None:
         return "not recorded"
+    checks = [c for c in facts["claim_checks"] if c.get("paper")]
     if not checks:
         return "no check restates it"
     outcomes = [c["outcome"] for c in checks]
@@ -217,19 +194,16 @@ def paper_cell(facts: dict) -> str:
 
 
 def scale_cell(facts: dict, columns: list[tuple[str, dict]]) -> str:
-    """Is the outcome limited by scale? yes when an arm did not learn (at any published budget) or when a claim
-    check's outcome changes across the question's budgets; not seen when several budgets agree; one budget only
-    otherwise. `columns`: the outcome-against-budget table's (budget, facts)."""
+    """Is the outcome limited by scale (SUMMARY_TEXT)? `columns`: the outcome-against-budget table's (budget, facts)."""
     unlearned = {arm for f in [facts, *(f for _, f in columns)] for arm in f.get("did_not_learn") or []}
     if unlearned:
-        # The summary's "arms that did not learn" column reads the question's own budget only; when every arm learned
-        # there, name the budgets where some did not, or the two columns read as a contradiction.
+        # the "arms that did not learn" column reads the own budget only: name the budgets where some did not
         elsewhere = [budget for budget, f in columns if f.get("did_not_learn")]
         where = "" if facts.get("did_not_learn") or not elsewhere else f" at {', '.join(elsewhere)}"
         return f"yes: {len(unlearned)} arm(s) did not learn{where}"
     if len(columns) < 2:
         return "one budget only"
-    names = list(dict.fromkeys(c["name"] for _, f in columns for c in f.get("claim_checks") or []))
+    names = _check_names(columns)
     moved = [
         n
         for n in names
@@ -241,7 +215,7 @@ def scale_cell(facts: dict, columns: list[tuple[str, dict]]) -> str:
 
 
 def summary_row(name: str, results: dict[str, dict]) -> dict[str, str]:
-    row = {"question": f"`{name}`: {_title(name)}", "outcome": "not measured yet"}
+    row = {"question": f"`{name}`: {_config(name).get('title', name)}", "outcome": "not measured yet"}
     result = results.get(name)
     if result is None:
         return row
@@ -278,9 +252,6 @@ def summary_block(names: list[str], results: dict[str, dict]) -> str:
         row = summary_row(name, results)
         lines.append("| " + " | ".join(row.get(k, "") for k in keys) + " |")
     return "\n".join([*lines, SUMMARY_END])
-
-
-# ---- the page ------------------------------------------------------------------------------------------------------
 
 
 def render(document: str, results: dict[str, dict]) -> str:

@@ -1,33 +1,24 @@
-"""The cited paper's own numbers beside the lab's (`lab.paper_overlay`): where the paper gives a table or figure that
-the lab's reduced scale reproduces in shape, one extra plot draws the lab's mean (with its 95% t-interval) and the
-paper's points, both normalised the same stated way, so that shapes compare although scales do not (a char LM's
-nats are not a translation model's perplexity, MNIST's error is not ImageNet's).
+"""The cited paper's own numbers beside the lab's (`lab.paper_overlay`, one overlay or a list): one more plot draws
+the lab's mean (with its 95% t-interval) and the paper's points, both normalised the same stated way, so that shapes
+compare although scales do not.
 
-    paper_overlay:                     # one overlay, or a list of them
-      source: "He et al. 2016, Table 2 (ImageNet top-1 error, 10-crop)"
-      x: model.net.depth               # the swept parameter on the x axis (numeric)
+    paper_overlay:
+      source: "He et al. 2016, Table 2 (ImageNet top-1 error, 10-crop)"   # where the published numbers are
+      x: model.net.depth               # the swept parameter on the x axis
       series: model.net.shortcut       # optional: one line per value; the paper's points name the same values
       metric: lab/val_error            # the lab's metric
-      normalise: ratio                 # ratio (each series divided by its reference value) or difference (minus it)
-      reference: first                 # first (each series' smallest x, the lab's and the paper's apart) or an x
-      paper_scale: log                 # optional: the paper's values are taken as their log first (perplexity ->
-                                       # nats per token, the unit of a loss)
+      normalise: ratio                 # ratio (divided by the series' reference value) or difference (minus it)
+      reference: first                 # first (each series' smallest x) or an x
+      paper_scale: log                 # optional: the paper's values taken as their log first (perplexity -> nats)
       logx: true                       # optional
-      budget: steps750                 # optional: drawn only by the sweep of that budget (lab.budget; a paper's
-                                       # short and long runs beside the lab's short and long ones)
+      budget: steps750                 # optional: drawn only by the sweep of that budget (lab.budget)
       points: [{x: 18, series: false, value: 27.94}, ...]   # the published figures, as printed
 
-Two other shapes of x. A categorical x (a point's x is a word: x: model.net.activation, points at relu and gelu)
-draws the categories the paper's points name, in their order, and needs its reference named (reference: relu).
-And `metric` may map x values to metrics (metric: {1: lab/loss@1x, 2: lab/loss@2x}): the x axis is then which
-metric, not a swept parameter (`x` only names the axis), and every point of the sweep gives one value per x: a
-length-extrapolation curve measured once per model at several evaluation lengths.
-
-The lab's values are normalised seed by seed (each seed divided by, or minus, the same seed's value at the reference
-point: the seeds share their data order, so the pairing removes their common part), then the interval is taken
-over the seeds. The numbers must be the paper's published ones; say in `source` where they are, and "read from the
-figure, approximate" for values read off a plot.
-"""
+A categorical x (the points' x are words: relu, gelu) draws the categories the paper's points name, in their order,
+and needs its reference named. `metric` may map x values to metrics ({1: lab/loss@1x, 2: lab/loss@2x}): x is then
+which metric (a length-extrapolation curve), and every point of the sweep gives one value per x. The lab's values are
+normalised seed by seed against the same seed at the reference point, then the interval is taken over the seeds.
+Values read off a figure say "read from the figure, approximate" in `source`."""
 
 from __future__ import annotations
 
@@ -137,18 +128,8 @@ def _one(section, where: str) -> Overlay:
             raise ValueError(f"{at}.value must be > 0 with paper_scale: log, got {value!r}")
         x = canonical_value(p["x"]) if categorical else _number(p["x"], f"{at}.x")
         parsed.append((canonical_value(p.get("series", "")) if series else "", x, value))
-    overlay = Overlay(
-        section["source"],
-        section["x"],
-        series,
-        metric,
-        section["normalise"],
-        reference,
-        scale,
-        bool(section.get("logx", False)),
-        parsed,
-        budget,
-    )
+    source, x, logx = section["source"], section["x"], bool(section.get("logx", False))
+    overlay = Overlay(source, x, series, metric, section["normalise"], reference, scale, logx, parsed, budget)
     for name, found in _paper_series(overlay).items():  # each line must have its reference point
         if reference != "first" and reference not in dict(found):
             shown = reference if categorical else f"{reference:g}"
@@ -261,10 +242,9 @@ def _how(overlay: Overlay) -> str:
 def plot_overlay(sweep: Sweep, overlay: Overlay, path: Path) -> Path:
     """The lab's normalised means with their 95% t-intervals (circles, solid) and the paper's normalised points
     (hollow squares, dashed) in the colour of the same series."""
-    from .pyplot import _pyplot
+    from .pyplot import _pyplot, errorbar, save
 
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 4.3))
+    fig, ax = _pyplot().subplots(figsize=(6.0, 4.3))
     lab, paper = lab_series(sweep, overlay), paper_series(overlay)
     # a categorical x is drawn at 0, 1, ... in the paper's order, named on the ticks, its points not joined
     where = {c: i for i, c in enumerate(overlay.categories())} if overlay.categorical else None
@@ -275,12 +255,8 @@ def plot_overlay(sweep: Sweep, overlay: Overlay, path: Path) -> Path:
         tag = f"{short(overlay.series)}={name}" if overlay.series else ""
         if name in lab and lab[name]:
             xs = list(lab[name])
-            arms = [lab[name][x] for x in xs]
-            lows = [a.mean - a.interval[0] if a.interval else 0.0 for a in arms]
-            highs = [a.interval[1] - a.mean if a.interval else 0.0 for a in arms]
             label = ", ".join(p for p in ("lab", tag) if p)
-            means, bars = [a.mean for a in arms], [lows, highs]
-            drawn = ax.errorbar(place(xs), means, yerr=bars, marker="o", capsize=3, linestyle=join, label=label)
+            drawn = errorbar(ax, place(xs), [lab[name][x] for x in xs], linestyle=join, label=label)
             colours[name] = drawn.lines[0].get_color()
         if name in paper:
             xs = _ordered(paper[name], overlay)
@@ -313,10 +289,7 @@ def plot_overlay(sweep: Sweep, overlay: Overlay, path: Path) -> Path:
     ax.axhline(1.0 if overlay.normalise == "ratio" else 0.0, color="black", linewidth=0.6)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def write_overlays(sweep: Sweep) -> list[Path]:

@@ -1,11 +1,7 @@
-"""PNG plots of a lab sweep (matplotlib, headless): a metric against a swept parameter, one line per value of
-another (the mean over seeds with its 95% t-interval as error bars, and each seed's value as a dot beside it, in the
-line's colour); or a curve each job recorded (e.g. loss per position); and, for the claim checks that compare two
-arms on the same seeds, one figure of their paired differences (PAIRED_PLOT: a panel per check, each seed's a - b,
-their mean with its 95% paired interval, zero, and the band the check tests shaded). The numbers drawn come from
-zoo/lab/decide/evidence.py. The axes are labelled with the metrics in words (zoo/lab/decide/metric_names.py), and a plot
-of the metric of the question's reference (zoo/lab/decide/reference.py) draws its lines across: the n-gram losses, or
-chance; the one an arm must beat dashed."""
+"""PNG plots of a lab sweep (matplotlib, headless), axes in words (metric_names.py), drawing the numbers of
+zoo/lab/decide/evidence.py: a metric against a swept parameter (each mean with its 95% t-interval and every seed as a
+dot; the reference lines across, the bar dashed), a curve each job recorded, the tuning plot, and one figure of the
+paired claim checks' per-seed differences (PAIRED_PLOT) with the band each check tests."""
 
 from __future__ import annotations
 
@@ -18,11 +14,12 @@ from ..decide.evidence import PairedDifference, arm_summary, paired_differences
 from ..decide.metric_names import describe
 from ..decide.sweep import Sweep, short
 from .paper_overlay import write_overlays
-from .pyplot import _pyplot
+from .pyplot import _pyplot, errorbar, save
 
 PAIRED_PLOT = "lab_paired_differences.png"  # a stable name: the report and docs/lab.md link it
 TUNING_PLOT = "lab_tuning.png"  # the tuned metric against the tuned parameter, per arm (zoo/lab/decide/tuning.py)
 BARS = "bars: 95% t-interval of the mean over seeds; dots: single seeds"
+SMALL = {"fontsize": 7, "color": "dimgrey", "va": "bottom", "ha": "left"}  # a reference line's label
 JITTER = 0.06  # how far the seed dots spread, as a fraction of the gap between neighbouring x values
 
 
@@ -43,8 +40,7 @@ def _legend(series_param, value, metric, several_metrics: bool) -> str | None:
 
 
 def reference_lines(ax, references, metrics: list[str]) -> None:
-    """The references of the plotted metric as horizontal lines, each labelled at its left end; one line per
-    distinct value (points that differ in their data may have their own)."""
+    """The references of the plotted metric as horizontal lines, each labelled at its left end, once per value."""
     drawn = set()
     for ref in references:
         if ref.metric not in metrics:
@@ -55,21 +51,11 @@ def reference_lines(ax, references, metrics: list[str]) -> None:
             drawn.add((label, value))
             bar = (label, value) == ref.bar
             ax.axhline(value, color="dimgrey", linestyle="--" if bar else ":", linewidth=1.1 if bar else 0.8)
-            ax.text(
-                0.01,
-                value,
-                f"{label} {value:.3g}",
-                transform=ax.get_yaxis_transform(),
-                fontsize=7,
-                color="dimgrey",
-                va="bottom",
-                ha="left",
-            )
+            ax.text(0.01, value, f"{label} {value:.3g}", transform=ax.get_yaxis_transform(), **SMALL)
 
 
 def _jitter(x: float, i: int, n: int, positions: list[float], logx: bool) -> float:
-    """Seed i of n, spread evenly (not at random: the same sweep draws the same plot) around x, to the right of the
-    mean so that the dots and the interval do not hide each other."""
+    """Seed i of n, spread evenly (the same sweep draws the same plot) to the right of the mean at x."""
     offset = JITTER * (1 + i / max(1, n - 1))
     if logx:  # a log axis: the same visual gap at every x
         ratios = [b / a for a, b in zip(positions, positions[1:]) if a > 0 and b > a]
@@ -81,9 +67,7 @@ def _jitter(x: float, i: int, n: int, positions: list[float], logx: bool) -> flo
 def _arm_line(ax, xs: list[float], arms, label, positions: list[float], logx: bool) -> None:
     """The means joined by a line with their 95% t-intervals, and each seed's value as a dot in the same colour."""
     sorted_positions = sorted(set(positions))
-    lows = [a.mean - a.interval[0] if a.interval else 0.0 for a in arms]
-    highs = [a.interval[1] - a.mean if a.interval else 0.0 for a in arms]
-    line = ax.errorbar(xs, [a.mean for a in arms], yerr=[lows, highs], marker="o", capsize=3, label=label)
+    line = errorbar(ax, xs, arms, label=label)
     colour = line.lines[0].get_color()
     for x, arm in zip(xs, arms):
         n = len(arm.values)
@@ -93,7 +77,6 @@ def _arm_line(ax, xs: list[float], arms, label, positions: list[float], logx: bo
 
 def plot_points(sweep: Sweep, spec: dict, path: Path, references=()) -> Path:
     """spec: {y: metric (or a list: one line each), x: parameter, series: parameter (optional), logx, logy, title}."""
-    plt = _pyplot()
     x_param, series_param = spec["x"], spec.get("series")
     metrics = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
     groups: dict[str, list[tuple]] = {}
@@ -101,7 +84,7 @@ def plot_points(sweep: Sweep, spec: dict, path: Path, references=()) -> Path:
         groups.setdefault(params.get(series_param, "") if series_param else "", []).append(key)
     x_values = list(dict.fromkeys(p.get(x_param, "") for p in sweep.points.values()))
     numeric = _as_number(x_values)
-    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    fig, ax = _pyplot().subplots(figsize=(5.5, 4.0))
     positions = [float(v) for v in x_values] if numeric else list(range(len(x_values)))
     for (name, keys), metric in ((g, m) for g in groups.items() for m in metrics):
         xs, arms = [], []
@@ -130,19 +113,15 @@ def plot_points(sweep: Sweep, spec: dict, path: Path, references=()) -> Path:
     if series_param or len(metrics) > 1:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_curves(sweep: Sweep, spec: dict, path: Path) -> Path:
-    """spec: {curve: series name (or several: curves), x_label, y_label, logy, title, smooth}: one line per point
-    and curve, the element-wise mean over its seeds."""
-    plt = _pyplot()
+    """spec: {curve: series name (or several: curves), x_label, y_label, logy, title, smooth, vlines}: one line per
+    point and curve, the element-wise mean over its seeds."""
     names = spec.get("curves") or [spec["curve"]]
     smooth = int(spec.get("smooth", 1))
-    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    fig, ax = _pyplot().subplots(figsize=(6.5, 4.0))
     for key in sweep.points:
         for name in names:
             rows = [j.series[name] for j in sweep.members[key] if name in j.series]
@@ -165,15 +144,12 @@ def plot_curves(sweep: Sweep, spec: dict, path: Path) -> Path:
     ax.set_title(spec.get("title", ", ".join(names)), fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def _difference_panel(ax, diff: PairedDifference) -> None:
     """One check: the seeds' differences as dots at x=0, their mean and 95% paired interval at x=1, zero, the band
-    (for a difference in differences, the smallest effect as a line: the claim is one-sided)."""
+    (a line for a difference in differences: the claim is one-sided)."""
     if diff.band and diff.c:
         ax.axhline(diff.band, color="tab:orange", linestyle="--", linewidth=1.2, label=diff.band_label)
     elif diff.band:
@@ -208,27 +184,22 @@ def _difference_panel(ax, diff: PairedDifference) -> None:
 
 
 def plot_paired_differences(diffs: list[PairedDifference], path: Path) -> Path:
-    """PAIRED_PLOT: one panel per two-arm (or difference-in-differences) claim check, at most three to a row."""
-    plt = _pyplot()
+    """PAIRED_PLOT: one panel per paired claim check, at most three to a row."""
     columns = min(3, len(diffs))
     rows = math.ceil(len(diffs) / columns)
     tall = 0.4 if any(d.c for d in diffs) else 0.0  # two more point labels in a difference in differences' title
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, (3.9 + tall) * rows), squeeze=False)
+    fig, axes = _pyplot().subplots(rows, columns, figsize=(3.6 * columns, (3.9 + tall) * rows), squeeze=False)
     for ax, diff in zip(axes.flat, diffs):
         _difference_panel(ax, diff)
     for ax in list(axes.flat)[len(diffs) :]:
         ax.set_visible(False)
     fig.suptitle("paired differences by seed (a - b, or (a - b) - (c - d))", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def _tuning_panel(ax, sweep: Sweep, tune, found, metric: str, references) -> None:
-    """One metric against the tuned parameter: a line per arm through the means (95% t-intervals) of the values at
-    which no seed diverged, every finite seed as a dot, each diverged seed as an x at the top of the panel, and the
-    chosen value ringed."""
+    """One metric against the tuned parameter: a line per arm through the means of the values where no seed
+    diverged, every finite seed as a dot, each diverged seed as an x at the top, the chosen value ringed."""
     rates = sorted({float(c.value) for choice in found for c in choice.candidates})
     diverged_label = "a seed that diverged (non-finite)"
     for choice in found:
@@ -270,26 +241,19 @@ def _tuning_panel(ax, sweep: Sweep, tune, found, metric: str, references) -> Non
 
 
 def plot_tuning(sweep: Sweep, tune, found, path: Path, references=()) -> Path:
-    """TUNING_PLOT: the tuned metric (and `show`'s metrics, a panel each) against the tuned parameter, per arm: the
-    sensitivity curve of zoo/lab/decide/tuning.py, every value of the grid drawn."""
-    plt = _pyplot()
+    """TUNING_PLOT: the tuned metric (and `show`'s, a panel each) against the tuned parameter, per arm."""
     metrics = [tune.metric, *(m for m in tune.show if m != tune.metric)]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.2), squeeze=False)
+    fig, axes = _pyplot().subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.2), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
         _tuning_panel(ax, sweep, tune, found, metric, references)
         ax.set_title(f"{describe(metric, sweep.lab)} vs {short(tune.param)}, per arm", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | None = None, tuned=None) -> list[Path]:
-    """Every plot of the question's `lab.plots`, then the paper overlays (`lab.paper_overlay`,
-    zoo/lab/report/paper_overlay.py), then TUNING_PLOT when the question tunes a parameter per arm (`tuned`: (its Tune,
-    the arms' Choices), zoo/lab/decide/tuning.py), then PAIRED_PLOT when a two-arm claim check (or a difference in
-    differences) has paired seeds; `references`: point -> its Reference (zoo/lab/decide/reference.py); `checked`: the
-    sweep the checks see (the tuned one), by default `sweep`."""
+    """The question's `lab.plots`, its paper overlays, TUNING_PLOT for a tuned question (`tuned`: its Tune and the
+    arms' Choices), and PAIRED_PLOT when a claim check has paired seeds. `references`: point -> its Reference;
+    `checked`: the sweep the checks see (the tuned one)."""
     distinct = list({id(r): r for r in (references or {}).values()}.values())
     written = []
     for i, spec in enumerate(sweep.lab.get("plots", [])):
@@ -301,7 +265,7 @@ def write_plots(sweep: Sweep, references: dict | None = None, checked: Sweep | N
             if "curve" in spec or "curves" in spec
             else plot_points(sweep, spec, path, distinct)
         )
-    written += write_overlays(sweep)  # the cited paper's numbers beside the lab's (`lab.paper_overlay`)
+    written += write_overlays(sweep)
     if tuned is not None and _as_number([c.value for choice in tuned[1] for c in choice.candidates]):
         written.append(plot_tuning(sweep, *tuned, sweep.directory / TUNING_PLOT, distinct))
     diffs = paired_differences(checked or sweep, sweep)

@@ -1,10 +1,7 @@
-"""Putting a finished full-budget sweep into docs/lab.md: its result (the decision's facts, the report from its measured
-table on, and the run: kind, date, machine, commit, command) as docs/lab/<folder>/result.json beside its plots and
-per-seed CSV, then the page rendered again from every result (page.py).
-
-Files and text change together or not at all: the page and its folders are checked first, the files are staged
-beside docs/lab/<folder>/, and only then are the folder and the page swapped in (the old folder comes back when
-writing the page fails)."""
+"""Putting a finished full-budget sweep into docs/lab.md: its result (the decision's facts, the report from its
+measured table on, and the run) as docs/lab/<folder>/result.json beside its plots and per-seed CSV, then the page
+rendered again (page.py). Files and page change together or not at all: checked first, staged beside the folder,
+then swapped in (the old folder comes back when writing the page fails)."""
 
 from __future__ import annotations
 
@@ -24,14 +21,13 @@ from zoo.data.atomic import replacing
 
 from ..decide.sweep import Sweep, load_sweep
 from ..questions.budgets import run_budget
-from .page import RESULT, budget_folder, load_results, markers, page_paths, render, run_text
+from .page import RESULT, budget_folder, load_results, markers, page_paths, render
 from .report import PER_SEED_CSV, build_report, changed_overrides, run_command, wall_line, writable
 
 
 def machine_line(sweep: Sweep | None = None) -> str:
-    """The CPU (model name, the threads the jobs ran with, the kernels torch picks), the GPU if any, and torch
-    version: figures are only comparable on it. The threads come from the jobs' records (`threads`) when they
-    have them, else from this process (the jobs inherit its environment when run by `python -m zoo.lab run`)."""
+    """The CPU (model, the jobs' threads as recorded, else this process's; the kernels torch picks), the GPU if any,
+    and torch's version: figures are only comparable on it."""
     model = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
@@ -42,13 +38,12 @@ def machine_line(sweep: Sweep | None = None) -> str:
     threads = "/".join(f"{t:g}" for t in sorted(recorded)) if recorded else str(torch.get_num_threads())
     threads += " thread" if threads == "1" else " threads"
     line = f"{model}, {threads}, torch {torch.__version__} (CPU capability {capability})"
-    if torch.cuda.is_available():  # `python -m zoo.lab gpu` runs on it: its figures are the GPU's
+    if torch.cuda.is_available():
         line += f", GPU {torch.cuda.get_device_name(0)}"
     return line
 
 
 def run_facts(sweep: Sweep, name: str) -> dict:
-    """What kind of run the figures come from, when, on what, the command that makes it again, and the job time."""
     kind = "Full run"
     if changed_overrides(sweep):
         kind = "Run with overrides (not the question's own budget or grid)"
@@ -73,9 +68,8 @@ def run_facts(sweep: Sweep, name: str) -> dict:
 
 
 def sweep_facts(sweep: Sweep) -> dict:
-    """The code the jobs ran (their commits), a hash of the sweep's config (multirun.yaml less Hydra's own section:
-    two runs of the same config share it), how many jobs ran at once, and the sweep's wall time (first job's start
-    to last job's result)."""
+    """The jobs' commits, a hash of the sweep's config (multirun.yaml less Hydra's section), the jobs at once and the
+    sweep's wall time (first job's start to last job's result)."""
     commits = sorted({j.commit for j in sweep.jobs if j.commit})
     multirun = sweep.directory / "multirun.yaml"
     config = OmegaConf.load(multirun) if multirun.is_file() else OmegaConf.create()
@@ -93,10 +87,6 @@ def sweep_facts(sweep: Sweep) -> dict:
     }
 
 
-def run_line(sweep: Sweep, name: str) -> str:
-    return run_text(run_facts(sweep, name))
-
-
 def _check_writable(docs: Path, image_dir: Path) -> None:
     if not writable(docs):
         raise ValueError(
@@ -108,7 +98,6 @@ def _check_writable(docs: Path, image_dir: Path) -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """A write cut short (disk full) leaves the document as it was."""
     target = path.resolve()
     with replacing(target) as tmp:
         tmp.write_text(text)
@@ -116,7 +105,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _swap_in(docs: Path, document: str, files: list[Path], result: dict, image_dir: Path) -> None:
-    """Stage the files and the result, then swap the folder and the page in; on failure put the old folder back."""
+    """Stage the files and the result, then swap the folder and the page in; on failure the old folder goes back."""
     image_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{image_dir.name}-new-", dir=image_dir.parent))
     shutil.copymode(image_dir.parent, staged)  # mkdtemp makes it private (0700); the plots folder is not
@@ -149,7 +138,7 @@ def publish(sweep_dir: str | Path, docs: str | Path) -> tuple[str, str]:
     name = sweep.lab.get("name")
     budget = run_budget(sweep.lab)
     text = docs.read_text()
-    check_markers(text, name, docs)  # a budget's block goes beside the question's main section: it must be there
+    check_markers(text, name, docs)  # a budget's block goes beside the question's main section
     folder = budget_folder(name, budget) if budget else name
     image_dir = lab_dir / folder
     _check_writable(docs, image_dir)
@@ -175,7 +164,6 @@ def publish(sweep_dir: str | Path, docs: str | Path) -> tuple[str, str]:
 
 
 def check_markers(document: str, name: str, docs: Path) -> None:
-    """The question's section must hold its markers once, the opening one first."""
     begin, end = markers(name)
     if begin not in document or end not in document:
         raise ValueError(f"{docs} has no '{begin}' ... '{end}' markers; add them under the question's Measured heading")
@@ -186,7 +174,7 @@ def check_markers(document: str, name: str, docs: Path) -> None:
 
 
 def write_page(docs: str | Path) -> int:
-    """Render docs/lab.md again from its results; returns how many results it shows."""
+    """Render docs/lab.md again from its results; returns how many it shows."""
     docs, lab_dir = page_paths(docs)
     results = load_results(lab_dir)
     before = docs.read_text()

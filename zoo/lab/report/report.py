@@ -1,9 +1,6 @@
-"""report.md of a lab sweep: the claim, the measured table (mean ± spread over seeds per point), the plots, each
-check's effect with its 95% interval and outcome, and the verdict derived from the claim checks
-(zoo/lab/decide/claims.py); written into the sweep directory.
-
-    python -m zoo.lab report <sweep_dir>     (and by itself at the end of a lab multirun: LabReport)
-"""
+"""report.md of a lab sweep, written into the sweep directory: the claim, the measured table, the plots, each check's
+effect with its 95% interval and outcome, and the verdict from the claim checks (zoo/lab/decide/claims.py).
+`python -m zoo.lab report <sweep_dir>`, and by itself at the end of a lab multirun (LabReport)."""
 
 from __future__ import annotations
 
@@ -47,15 +44,19 @@ RULE_TEXT = (
 )
 
 
+def _checked(checks: list[dict]) -> list[str]:
+    return [m for c in checks for m in (c.get("metric"), c.get("metric_b")) if m]
+
+
 def check_metrics(lab: dict) -> list[str]:
-    named = [m for c in lab.get("checks", []) for m in (c.get("metric"), c.get("metric_b")) if m]
+    named = _checked(lab.get("checks", []))
     tune = lab.get("tune") if isinstance(lab.get("tune"), dict) else {}
     tuned = [m for m in [tune.get("metric"), *(tune.get("show") or [])] if isinstance(m, str)]
     return list(dict.fromkeys([*lab.get("table", []), *named, *tuned]))
 
 
 def timed_metrics(sweep: Sweep, metrics: list[str]) -> list[str]:
-    """The metrics that are timings from zoo/lab/measure/timing.py: some job recorded their spread beside them."""
+    """The metrics that are timings: some job recorded their spread beside them."""
     return [m for m in metrics if any(m + timing.SPREAD in j.metrics for j in sweep.jobs)]
 
 
@@ -97,16 +98,14 @@ def table(
     not_learned: dict[tuple, str] | None = None,
     chosen: set[tuple] | None = None,
 ) -> list[str]:
-    """Mean ± sd per point; with a reference, a column saying whether the point beat it; for a tuned question
-    (`chosen`: the points the checks compare, zoo/lab/decide/tuning.py), a last column marking them."""
-    stats = sweep.stats(metrics)
+    """Mean ± sd per point; with a reference, whether the point beat it; for a tuned question, the chosen points."""
     head = [short(k) for k in sweep.swept] + ["seeds"] + [header(m, sweep.lab) for m in metrics]
     head += ["vs reference"] if found else []
     head += ["tuned per arm"] if chosen is not None else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, params in sweep.points.items():
         cells = [params.get(k, "") for k in sweep.swept] + [str(len(sweep.members[key]))]
-        cells += [str(stats[key][m]) if m in stats[key] else "n/a" for m in metrics]
+        cells += [str(stat) if (stat := sweep.stat(key, m)) else "n/a" for m in metrics]
         if found:
             ref = found.get(key)
             stat = sweep.stat(key, ref.metric) if ref else None
@@ -120,8 +119,7 @@ def table(
 
 
 def references(sweep: Sweep) -> tuple[dict[tuple, reference.Reference], dict[tuple, str], list[str]]:
-    """(point -> its reference, point -> 'did not learn (...)' for the points that do not beat it, the lines that
-    show the reference under the table's heading); all empty without a reference (zoo/lab/decide/reference.py)."""
+    """(point -> its reference, point -> 'did not learn (...)' where it does not beat it, the reference's lines)."""
     found, lines = reference.for_sweep(sweep)
     not_learned = {}
     for key, ref in found.items():
@@ -133,7 +131,6 @@ def references(sweep: Sweep) -> tuple[dict[tuple, reference.Reference], dict[tup
 
 
 def write_per_seed_csv(sweep: Sweep, metrics: list[str]) -> Path:
-    """One row per job: its folder, the swept parameters, its seed, its job time and the metrics (raw keys)."""
     seed_key = sweep.lab.get("seed_key", "seed")
     path = sweep.directory / PER_SEED_CSV
     with path.open("w", newline="") as f:
@@ -148,8 +145,7 @@ def write_per_seed_csv(sweep: Sweep, metrics: list[str]) -> Path:
 
 
 def wall_line(sweep: Sweep) -> str:
-    """The job time and, beside it, what each job trained on (zoo/lab/report/work.py): a time means little without the
-    work done in it. publish puts it after the machine, at the head of the Measured block."""
+    """The job time and, beside it, what each job trained on (zoo/lab/report/work.py)."""
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
     spent = ""
     if times:
@@ -158,8 +154,7 @@ def wall_line(sweep: Sweep) -> str:
 
 
 def shown_overrides(sweep: Sweep) -> list[str]:
-    """The command line's overrides, less the experiment (the question itself), where the sweep was written and
-    those `--budget` added (run_command names the budget instead)."""
+    """The command line's overrides, less the experiment, the sweep folder and those `--budget` added."""
     shown = [o for o in sweep.overrides if not o.startswith(("experiment=", "hydra.sweep.dir=", "hydra.sweep.subdir="))]
     for override in budget_overrides(sweep.lab):
         if override in shown:  # once: the same key given again after it (a shorter run) is an override of its own
@@ -168,7 +163,6 @@ def shown_overrides(sweep: Sweep) -> list[str]:
 
 
 def run_command(sweep: Sweep, name: str) -> str:
-    """The command that runs the sweep again: `python -m zoo.lab run <name> [--budget <b>] [overrides]`."""
     budget = run_budget(sweep.lab)
     return " ".join(
         [
@@ -181,11 +175,9 @@ def run_command(sweep: Sweep, name: str) -> str:
 
 
 def budget_text(sweep: Sweep) -> str:
-    """Which of the question's budgets the sweep ran at (empty for a question without budgets)."""
     budget = sweep.lab.get("budget")
     if budget is None:
         return ""
-    # a quick run, a GPU run or any other override changes what the budget trains: say so beside its name
     changed = ", then changed by the overrides below" if changed_overrides(sweep) else ""
     if run_budget(sweep.lab):
         return f"Budget: `{budget}` (`--budget {budget}`: {' '.join(sweep.lab['budgets'][budget])}){changed}."
@@ -193,8 +185,7 @@ def budget_text(sweep: Sweep) -> str:
 
 
 def work_facts(sweep: Sweep) -> dict | None:
-    """What each job trained on, for the outcome-against-budget table's order: {count (the most any job saw), low
-    (the least), unit}; None when no job's config says (zoo/lab/report/work.py)."""
+    """{count (the most any job trained on), low (the least), unit}; None when no job's config says."""
     known = [w for w in sweep_work(sweep) if w is not None]
     if not known:
         return None
@@ -209,7 +200,7 @@ def changed_overrides(sweep: Sweep) -> list[str]:
 def _job_text(sweep: Sweep, job: Unfinished) -> str:
     if job.params is None:
         return f"job {job.name}"
-    # The parameters that tell this job apart: those that vary over the sweep's jobs, the seed included.
+    # the parameters that vary over the sweep's jobs (the seed included) tell it apart
     every = [j.params for j in sweep.jobs] + [job.params]
     varying = [k for k, v in job.params.items() if any(p.get(k) != v for p in every)]
     return f"job {job.name} (" + ", ".join(f"{short(k)}={job.params[k]}" for k in varying) + ")"
@@ -218,11 +209,8 @@ def _job_text(sweep: Sweep, job: Unfinished) -> str:
 def _left_undecided(
     result: CheckResult, check: dict, sweep: Sweep, not_learned: dict[tuple, str] | None = None
 ) -> CheckResult:
-    """A check is not decided on a point that lost a seed (the missing seed could have changed it), nor, if it is a
-    claim check, on a point that did not learn (it did not beat the question's reference: zoo/lab/decide/reference.py),
-    unless the check lists that point in `may_not_learn`: an arm the claim says trains badly (unscaled attention at
-    a large d_k) failing to learn is the claim's prediction, not a reason to leave it undecided; the points the
-    comparison is made against must still have learned."""
+    """A check is not decided on a point that lost a seed, nor (a claim check) on a point that did not learn, unless
+    it lists that point in `may_not_learn`: then not learning is the claim's prediction."""
     reasons, predicted = [], []
     hit = [u for u in sweep.unfinished if u.params is None or any(matches(u.params, s) for s in check["points"])]
     if hit:
@@ -264,11 +252,9 @@ def decision_facts(
     not_learned: dict[tuple, str],
     tuned: tuple | None = None,
 ) -> dict:
-    """The decision as data: outcome, each claim check's outcome and effects with their intervals, seeds, the arms
-    that did not learn, jobs and job time; docs/lab.md's summary and budget tables are rendered from it (page.py)."""
+    """The decision as data: docs/lab.md's summary and budget tables are rendered from it (page.py)."""
     seeds = [len(jobs) for jobs in sweep.members.values()]
     times = [j.wall_s for j in sweep.jobs if j.wall_s is not None]
-    # the claim checks that restate the cited paper's claim: the summary's "agrees with the cited paper" reads them
     paper = {c.get("name", f"check {i}") for i, c in enumerate(sweep.lab.get("checks", [])) if c.get("paper")}
     facts = {
         "question": sweep.lab.get("name", sweep.directory.name),
@@ -283,7 +269,6 @@ def decision_facts(
         "points": len(sweep.points),
         "budget": sweep.lab.get("budget"),
         "work": work_facts(sweep),
-        # each claim check's outcome and effects: the columns of the outcome-against-budget table (publish.py)
         "claim_checks": [
             {
                 "name": r.name,
@@ -312,29 +297,21 @@ def build_report(sweep: Sweep) -> tuple[str, dict, list[Path]]:
     metrics = check_metrics(lab)
     checks = lab.get("checks", [])
     found, not_learned, reference_lines = references(sweep)
-    # A tuned question: the checks see each arm at its chosen value only (zoo/lab/decide/tuning.py); the table and the
-    # plots keep every value.
+    # a tuned question's checks see each arm at its chosen value only; the table and the plots keep every value
     tune = tuning.tune_config(lab)
     tuned = (tune, tuning.choices(sweep, tune)) if tune else None
     checked = tuning.collapse(sweep, tuned[1]) if tuned else sweep
-    # a timing's spread and contention flag go with it: a contended timing decides no check (claims._contended)
-    samples = checked.samples(metrics + timing.companions(timed_metrics(sweep, metrics)))
-    per_example = checked.per_example(metrics)  # which dev examples each job got right, for McNemar's test
-    if tuned:  # a check about the sensitivity itself is read on the whole grid
-        grid_samples = sweep.samples(metrics + timing.companions(timed_metrics(sweep, metrics)))
-        grid_per_example = sweep.per_example(metrics)
+    # a timing's spread and contention flag go with it: a contended timing decides no check
+    measured = metrics + timing.companions(timed_metrics(sweep, metrics))
     results = []
     for i, c in enumerate(checks):
-        if tuned and tuning.on_grid(c):
-            result = evaluate(c, grid_samples, sweep.points, i, lab, grid_per_example)
-            results.append(_left_undecided(result, c, sweep, not_learned))
-        else:
-            result = evaluate(c, samples, checked.points, i, lab, per_example)
-            results.append(_left_undecided(result, c, checked, not_learned))
+        on = sweep if tuned and c.get("grid") is True else checked  # a check of the sensitivity reads the whole grid
+        result = evaluate(c, on.samples(measured), on.points, i, lab, on.per_example(metrics))
+        results.append(_left_undecided(result, c, on, not_learned))
     results = decide(results)  # Holm's correction over all the claim checks (an undecidable one at p = 1)
     outcome = verdict(results)
     plots = write_plots(sweep, found, checked, tuned)
-    csv_path = write_per_seed_csv(sweep, metrics + timing.companions(timed_metrics(sweep, metrics)))
+    csv_path = write_per_seed_csv(sweep, measured)
     lines = [f"## {lab.get('title', lab.get('name', sweep.directory.name))}", ""]
     if lab.get("mode") == "quick":
         lines += [
@@ -351,11 +328,10 @@ def build_report(sweep: Sweep) -> tuple[str, dict, list[Path]]:
         lines += ["Overrides: `" + " ".join(shown_overrides(sweep)) + "`", ""]
     lines += ["### Measured (mean ± sample standard deviation over seeds)", ""]
     lines += [*reference_lines, ""] if reference_lines else []
-    chosen = tuning.chosen_keys(tuned[1]) if tuned else None
+    chosen = {c.chosen.key for c in tuned[1] if c.chosen is not None} if tuned else None
     lines += [*table(sweep, metrics, found, not_learned, chosen), ""]
     if tuned:
-        checked_metrics = [m for c in checks for m in (c.get("metric"), c.get("metric_b")) if m]
-        lines += tuning.tune_lines(tuned[1], tune, checked_metrics)
+        lines += tuning.tune_lines(tuned[1], tune, _checked(checks))
     lines += timing_lines(sweep, metrics)
     lines += [f"Per-seed results: [{csv_path.name}]({csv_path.name}).", ""]
     if sweep.unfinished:
@@ -385,7 +361,7 @@ def build_report(sweep: Sweep) -> tuple[str, dict, list[Path]]:
 
 
 def writable(path: Path) -> bool:
-    """May we write there? A file or folder without its write bits counts as read-only even for root, who could."""
+    """May we write there? Without its write bits a path counts as read-only even for root."""
     return os.access(path, os.W_OK) and bool(path.stat().st_mode & stat.S_IWUSR)
 
 

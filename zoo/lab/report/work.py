@@ -1,16 +1,10 @@
-"""What each job of a lab sweep trained on: the tokens, images or sentences it saw, for the Measured header beside
-the job time and the machine.
-
-The runs do not count what they see (the throughput monitor logs rates, not totals), so the figure is computed from
-each job's recorded config (`config_resolved.yaml`): optimizer steps x the global batch (`data.batch_size`, which is
-per optimizer step: split over devices and gradient accumulation), x the block size for windows of tokens. It is the
-planned budget: a run stopped early saw less (and then left no result, which the report lists).
-"""
+"""What each job of a lab sweep trained on (tokens, images or sentences), for the Measured header beside the job time.
+The runs do not count it, so it is computed from each job's config: optimizer steps x the global batch
+(`data.batch_size`), x the block size for windows of tokens: the planned budget."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -69,15 +63,11 @@ def job_work(config: DictConfig) -> Work | None:
     return None if block is None else Work(steps * batch * block, unit, f"{steps} steps x {batch} x {block}")
 
 
-def _read_config(job_dir: Path) -> DictConfig | None:
-    path = job_dir / "config_resolved.yaml"
-    config = read_yaml(path) if path.is_file() else None
-    return config if isinstance(config, DictConfig) else None
-
-
 def sweep_work(sweep: Sweep) -> list[Work | None]:
-    """One entry per job of the sweep (its finished jobs, in order)."""
-    return [job_work(config) if (config := _read_config(j.directory)) is not None else None for j in sweep.jobs]
+    """One entry per finished job of the sweep, in order."""
+    paths = [j.directory / "config_resolved.yaml" for j in sweep.jobs]
+    configs = [read_yaml(p) if p.is_file() else None for p in paths]
+    return [job_work(c) if isinstance(c, DictConfig) else None for c in configs]
 
 
 def work_line(sweep: Sweep) -> str:

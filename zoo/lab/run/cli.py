@@ -10,6 +10,7 @@ import textwrap
 
 from ..questions.configs import ROOT, question, question_names
 from .commands import check_run_overrides, run_forwarding_signals, train_command
+from .gpu import cmd_gpu
 
 
 def cmd_list(_args) -> int:
@@ -84,12 +85,6 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _cmd_gpu(args) -> int:
-    from .gpu import cmd_gpu
-
-    return cmd_gpu(args)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m zoo.lab",
@@ -123,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu.add_argument("--out", help="folder of the sweeps, one per question (default logs/lab_gpu/<time>)")
     gpu.add_argument("--cpu", action="store_true", help="scaled down to seconds on a CPU (a test, a dry run)")
     gpu.add_argument("--dry-run", action="store_true", help="print each question's estimate and command; run nothing")
-    gpu.set_defaults(fn=_cmd_gpu)
+    gpu.set_defaults(fn=cmd_gpu)
     # Anything after the question's name (or gpu's options) that is not an option is a Hydra override.
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("run", "gpu") or any(e.startswith("-") for e in extra):

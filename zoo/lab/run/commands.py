@@ -1,5 +1,5 @@
-"""What `python -m zoo.lab run` and `python -m zoo.lab gpu` both do to start a sweep: the train command, the check of
-the command line's overrides, and running the sweep with the stop signals passed on."""
+"""What `python -m zoo.lab run` and `gpu` both do to start a sweep: the train command, the check of the overrides,
+and running the sweep with the stop signals passed on."""
 
 from __future__ import annotations
 
@@ -40,9 +40,8 @@ def check_run_overrides(name: str, overrides: list[str]) -> None:
 
 
 def run_forwarding_signals(command: list[str]) -> tuple[int, int | None]:
-    """(exit status, the signal that stopped it or None). SIGTERM, SIGINT and SIGHUP to this process are passed on
-    to the sweep and waited for: the sweep must not run on by itself once the lab run is told to stop. The sweep
-    gets its own process group, so a terminal's Ctrl-C reaches it once (through here), not twice."""
+    """(exit status, the signal that stopped it or None). SIGTERM, SIGINT and SIGHUP are passed on to the sweep and
+    waited for; the sweep has its own process group, so a terminal's Ctrl-C reaches it once (through here)."""
     received: list[int] = []
     child: list[subprocess.Popen] = []
 

@@ -1,14 +1,7 @@
-"""`python -m zoo.lab gpu`: the questions that outgrow a 2-core CPU, run at their GPU budget on one GPU.
-
-Each question names its GPU budget in its config (`lab.gpu`: the overrides, and a guess of one job's seconds); this
-runs `python -m zoo.lab run <name>` with them, several jobs at once through Hydra's joblib launcher
-(`hydra/launcher=parallel`), one question after another. Nothing here is a second way of running a sweep: each
-question is an ordinary lab multirun, so a job that fails leaves its failed.json while the others go on, the report
-is written at the end, and `python -m zoo.lab publish <sweep dir>` takes the folder as it is.
-
-`--cpu` shrinks the plan to seconds on a CPU (the question's `quick` overrides on top of its GPU ones, one seed, fp32):
-the test of this script, and a dry run before spending GPU time.
-"""
+"""`python -m zoo.lab gpu`: the questions that outgrow a 2-core CPU, at their GPU budget (`lab.gpu`: overrides and a
+guess of one job's seconds) on one GPU, several jobs at once (`hydra/launcher=parallel`), one question after another.
+Each is an ordinary lab multirun (`python -m zoo.lab run <name>` with those overrides). `--cpu` shrinks the plan to
+seconds on a CPU (the `quick` overrides on top, one seed, fp32): the test of this script, and a dry run."""
 
 from __future__ import annotations
 
@@ -36,39 +29,27 @@ def gpu_section(name: str) -> dict:
 
 
 def overrides(name: str, n_jobs: int, cpu: bool, extra: list[str] = ()) -> list[str]:
-    """The question's GPU overrides (last value wins, as on Hydra's command line), then the device and launcher, then
-    the command line's own (`extra`, given to every question)."""
+    """The question's GPU overrides, then the device and launcher, then the command line's own (`extra`); one per
+    key, the last (as on Hydra's command line)."""
     lab = question(name)
     plan = list(gpu_section(name)["overrides"])
     plan += [*lab.get("quick", []), *CPU] if cpu else GPU
     plan += ["hydra/launcher=parallel", f"hydra.launcher.n_jobs={n_jobs}", *extra]
-    # One override per key, the last one: the command line stays readable, and it is what publish shows.
     last = {o.partition("=")[0]: o for o in plan}
     return [o for o in plan if last[o.partition("=")[0]] == o]
 
 
-def _swept(plan: list[str]) -> dict[str, str]:
-    swept = {}
-    for override in plan:
-        key, _, value = override.partition("=")
-        if not key.startswith("hydra"):
-            swept[key] = value
-    return swept
-
-
 def estimate_s(name: str, plan: list[str], n_jobs: int) -> tuple[int, float]:
-    """(jobs, seconds): whole waves of n_jobs jobs at the config's guess of one job's time on the GPU, when 16
-    share it. The guess is the config's `lab.gpu.job_s`, until a GPU run replaces it with a measured one."""
-    params = {k: str(v) for k, v in (question_config_params(name)).items()}
-    params.update(_swept(plan))
+    """(jobs, seconds): whole waves of n_jobs jobs at the config's guess of one job's time (`lab.gpu.job_s`)."""
+    params = {k: str(v) for k, v in question_config_params(name).items()}
+    params.update(o.split("=", 1) for o in plan if "=" in o and not o.startswith("hydra"))
     jobs = math.prod(len(v.split(",")) for v in params.values())
     return jobs, math.ceil(jobs / n_jobs) * float(gpu_section(name).get("job_s", 60))
 
 
 def prepare_data(name: str) -> None:
-    """The question's tokenizer and encoded splits built once, here, before its jobs start: otherwise the first wave
-    of jobs builds them all at once (the cache's writes are atomic, so only time is lost, which is why a failure
-    here is only a note: the jobs then prepare the data themselves, and say what is wrong)."""
+    """The question's tokenizer and encoded splits built once before its jobs start (else every job of the first
+    wave builds them); a failure is only a note: the jobs then prepare the data themselves, and say what is wrong."""
     from hydra.utils import instantiate
 
     from ..questions.configs import composed_config
@@ -103,7 +84,6 @@ def run_question(name: str, plan: list[str], sweep_dir: Path) -> tuple[int, str]
 
 
 def _check_machine(cpu: bool) -> None:
-    """One line before any job starts, rather than every job failing the same way minutes later."""
     import importlib.util
 
     import torch
